@@ -1,0 +1,39 @@
+# Patchbay — see README.md.
+SHELL := /bin/bash
+GO ?= go
+BIN := $(CURDIR)/bin
+# Reference peers (installed by scripts/test-deps.sh, cached across runs).
+REF_PLUGINS_VERSION ?= v1.9.1
+CNITOOL_VERSION ?= v1.3.1
+REF_BIN ?= $(HOME)/.cache/patchbay/ref-$(REF_PLUGINS_VERSION)
+export PATCHBAY_BIN := $(BIN)
+export PATCHBAY_REF_BIN := $(REF_BIN)
+
+.PHONY: build test test-deps demo bench vet clean
+
+build:
+	@mkdir -p $(BIN)
+	$(GO) build -trimpath -ldflags='-s -w' -o $(BIN)/patchbay ./cmd/patchbay
+	$(GO) build -trimpath -ldflags='-s -w' -o $(BIN)/patchbay-plugins ./cmd/plugins
+	@cd $(BIN) && for t in $$(./patchbay-plugins types); do ln -sf patchbay-plugins $$t; done
+	@echo "built: $$(cd $(BIN) && ls | tr '\n' ' ')"
+
+test-deps:
+	REF_BIN=$(REF_BIN) REF_PLUGINS_VERSION=$(REF_PLUGINS_VERSION) CNITOOL_VERSION=$(CNITOOL_VERSION) bash scripts/test-deps.sh
+
+vet:
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
+	$(GO) vet ./...
+
+# All tests, as root: installs what they need first.
+test: test-deps build vet
+	$(GO) test -count=1 -p 2 -timeout 30m ./...
+
+demo: build
+	bash scripts/demo.sh
+
+bench: test-deps build
+	$(GO) test -run '^$$' -bench . -benchtime 20x ./bench/...
+
+clean:
+	rm -rf $(BIN)

@@ -1,0 +1,109 @@
+// Package invoke finds and executes CNI plugin binaries. Both the runtime
+// library and the plugin SDK (for IPAM delegation) use it.
+package invoke
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/patchbay-cni/patchbay/spec"
+)
+
+// Find looks up the executable for a plugin type in the given directories.
+// A type containing a path separator is refused (spec §1: it names a file,
+// never a path), so a config cannot make the runtime run arbitrary binaries.
+func Find(typ string, dirs []string) (string, error) {
+	if err := spec.ValidatePluginType("type", typ); err != nil {
+		return "", err
+	}
+	if len(dirs) == 0 {
+		return "", spec.Errorf(spec.ErrInvalidEnvironment, "cannot find plugin %q: CNI_PATH is empty", typ)
+	}
+	for _, d := range dirs {
+		if d == "" {
+			continue
+		}
+		p := filepath.Join(d, typ)
+		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", spec.Errorf(spec.ErrInvalidNetworkConfig, "failed to find plugin %q in path %v", typ, dirs)
+}
+
+// SplitPath splits a CNI_PATH value.
+func SplitPath(p string) []string {
+	var out []string
+	for _, d := range filepath.SplitList(p) {
+		if d != "" {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// Exec runs a plugin binary with the given environment and stdin and returns
+// its stdout. On a non-zero exit the plugin's error JSON becomes a
+// *spec.Error with its code; unstructured failures get code 999 with the
+// plugin's stderr. Exec retries a few times on ETXTBSY, which happens when the
+// binary was just written by a concurrent installer.
+func Exec(ctx context.Context, path string, env []string, stdin []byte, stderr io.Writer) ([]byte, error) {
+	var lastErr error
+	for attempt := 0; attempt < 5; attempt++ {
+		out, err := execOnce(ctx, path, env, stdin, stderr)
+		if err == nil || !errors.Is(err, syscall.ETXTBSY) {
+			return out, err
+		}
+		lastErr = err
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(time.Duration(attempt+1) * 20 * time.Millisecond):
+		}
+	}
+	return nil, lastErr
+}
+
+func execOnce(ctx context.Context, path string, env []string, stdin []byte, stderr io.Writer) ([]byte, error) {
+	var stdout, errBuf bytes.Buffer
+	cmd := exec.CommandContext(ctx, path)
+	cmd.Env = env
+	cmd.Stdin = bytes.NewReader(stdin)
+	cmd.Stdout = &stdout
+	if stderr != nil {
+		cmd.Stderr = io.MultiWriter(stderr, &errBuf)
+	} else {
+		cmd.Stderr = &errBuf
+	}
+	err := cmd.Run()
+	if err == nil {
+		return stdout.Bytes(), nil
+	}
+	if errors.Is(err, syscall.ETXTBSY) {
+		return nil, err
+	}
+	if ctx.Err() != nil {
+		return nil, spec.Errorf(spec.ErrTryAgainLater, "plugin %s did not finish in time: %v", filepath.Base(path), ctx.Err())
+	}
+	if e, ok := spec.ParseError(stdout.Bytes()); ok {
+		return nil, e
+	}
+	msg := strings.TrimSpace(errBuf.String())
+	if msg == "" {
+		msg = strings.TrimSpace(stdout.String())
+	}
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		return nil, spec.Errorf(spec.ErrIOFailure, "failed to run plugin %s: %v", path, err)
+	}
+	return nil, spec.NewError(spec.ErrInternal, fmt.Sprintf("plugin %s failed (%v)", filepath.Base(path), err), msg)
+}

@@ -1,0 +1,77 @@
+// Package testutil holds helpers shared by tests: throwaway network
+// namespaces, and the locations of our binaries and the reference peers that
+// `make test` builds and installs.
+package testutil
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// RequireRoot fails (never skips) when not root: these tests need namespaces.
+func RequireRoot(t testing.TB) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Fatal("this test needs root (network namespaces); run it through `make test` as root")
+	}
+}
+
+// NewNS creates a named network namespace (/run/netns/<name>) with lo up and
+// removes it when the test ends, pass or fail. It returns name and path.
+func NewNS(t testing.TB, prefix string) (string, string) {
+	t.Helper()
+	RequireRoot(t)
+	b := make([]byte, 4)
+	rand.Read(b)
+	name := "pbt-" + prefix + "-" + hex.EncodeToString(b)
+	if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
+		t.Fatalf("ip netns add %s: %v: %s", name, err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("ip", "netns", "del", name).CombinedOutput(); err != nil {
+			t.Errorf("ip netns del %s: %v: %s", name, err, out)
+		}
+	})
+	if out, err := exec.Command("ip", "-n", name, "link", "set", "lo", "up").CombinedOutput(); err != nil {
+		t.Fatalf("lo up in %s: %v: %s", name, err, out)
+	}
+	return name, "/run/netns/" + name
+}
+
+// InNS runs a command inside the named namespace and returns its combined output.
+func InNS(t testing.TB, name string, args ...string) (string, error) {
+	t.Helper()
+	out, err := exec.Command("ip", append([]string{"netns", "exec", name}, args...)...).CombinedOutput()
+	return strings.TrimSpace(string(out)), err
+}
+
+// dirFromEnv returns a directory named by an environment variable that
+// `make test` sets, failing loudly when it is missing.
+func dirFromEnv(t testing.TB, env, what string) string {
+	t.Helper()
+	d := os.Getenv(env)
+	if d == "" {
+		t.Fatalf("%s is not set: %s is prepared by `make test` (see Makefile)", env, what)
+	}
+	abs, err := filepath.Abs(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(abs); err != nil {
+		t.Fatalf("%s=%s: %v (%s is prepared by `make test`)", env, d, err, what)
+	}
+	return abs
+}
+
+// OurBin is the directory holding our built executables (bin/).
+func OurBin(t testing.TB) string { return dirFromEnv(t, "PATCHBAY_BIN", "our bin/ directory") }
+
+// RefBin is the directory holding the reference plugins v1.9.1 and cnitool v1.3.1.
+func RefBin(t testing.TB) string {
+	return dirFromEnv(t, "PATCHBAY_REF_BIN", "the reference plugins and cnitool")
+}

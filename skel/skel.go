@@ -1,0 +1,298 @@
+// Package skel is the plugin SDK: a plugin author supplies its verbs, and
+// the SDK reads the environment and stdin, validates what each verb needs,
+// answers VERSION, decodes prevResult, encodes results in the version the
+// config asked for, and writes error JSON with the right code.
+package skel
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/patchbay-cni/patchbay/spec"
+)
+
+// Plugin is what a plugin author supplies. Nil verbs are treated as
+// successful no-ops, except Add, which must be set.
+type Plugin struct {
+	// Type is the plugin's type name (for logs and in-process delegation).
+	Type  string
+	Add   func(*CmdArgs) (*spec.Result, error)
+	Del   func(*CmdArgs) error
+	Check func(*CmdArgs) error
+	GC    func(*CmdArgs) error
+	// Status reports readiness; return a *spec.Error with code 50 or 51
+	// when the plugin cannot serve ADD.
+	Status func(*CmdArgs) error
+	// Versions the plugin supports; nil means every spec version.
+	Versions []string
+	// About is printed when the binary is run by hand without CNI_COMMAND.
+	About string
+}
+
+// CmdArgs is what a verb receives.
+type CmdArgs struct {
+	Ctx         context.Context
+	Command     string
+	ContainerID string
+	Netns       string
+	IfName      string
+	Args        string // raw CNI_ARGS
+	Path        string // raw CNI_PATH
+	StdinData   []byte
+	// Conf holds the well-known keys of the config, PrevResult decoded.
+	Conf *spec.NetConf
+	// Version is the config's cniVersion (0.2.0 when it had none): results
+	// are written in this version and delegates receive the same config.
+	Version string
+	// Env is the whole environment, passed on to delegated plugins.
+	Env Env
+	// Log writes to stderr (or wherever the host process sends it).
+	Log    *slog.Logger
+	Stderr io.Writer
+}
+
+// LoadArgs fills a typed CNI_ARGS struct; see spec.LoadCNIArgs.
+func (a *CmdArgs) LoadArgs(into any) error { return spec.LoadCNIArgs(a.Args, into) }
+
+// DecodeConf unmarshals the stdin config into a plugin's own struct, with a
+// code-6 error naming the problem.
+func (a *CmdArgs) DecodeConf(into any) error {
+	if err := json.Unmarshal(a.StdinData, into); err != nil {
+		return spec.NewError(spec.ErrDecodingFailure, "failed to decode network configuration", err.Error())
+	}
+	return nil
+}
+
+// Env is a process environment as a map.
+type Env map[string]string
+
+// EnvFromOS captures os.Environ().
+func EnvFromOS() Env { return EnvFromList(os.Environ()) }
+
+// EnvFromList parses KEY=VALUE entries.
+func EnvFromList(list []string) Env {
+	e := Env{}
+	for _, kv := range list {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			e[k] = v
+		}
+	}
+	return e
+}
+
+// List renders the environment as KEY=VALUE entries.
+func (e Env) List() []string {
+	out := make([]string, 0, len(e))
+	for k, v := range e {
+		out = append(out, k+"="+v)
+	}
+	return out
+}
+
+// With returns a copy with key set to value.
+func (e Env) With(key, value string) Env {
+	c := make(Env, len(e)+1)
+	for k, v := range e {
+		c[k] = v
+	}
+	c[key] = value
+	return c
+}
+
+// Main runs the plugin as a process: os environment, stdin, stdout, exit code.
+func Main(p Plugin) {
+	os.Exit(Run(context.Background(), p, EnvFromOS(), os.Stdin, os.Stdout, os.Stderr))
+}
+
+// Run executes one plugin invocation and returns the process exit code: 0 on
+// success, 1 on a CNI error (written as JSON to stdout).
+func Run(ctx context.Context, p Plugin, env Env, stdin io.Reader, stdout, stderr io.Writer) int {
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: logLevel(env)})).With("plugin", p.Type)
+	version, err := run(ctx, p, env, stdin, stdout, stderr, log)
+	if err == nil {
+		return 0
+	}
+	ce := spec.AsError(err, spec.ErrInternal)
+	if version == "" {
+		version = spec.Current
+	}
+	stdout.Write(append(ce.Marshal(version), '\n'))
+	log.Debug("failed", "code", ce.Code, "msg", ce.Msg, "details", ce.Details)
+	return 1
+}
+
+func logLevel(env Env) slog.Level {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(env["CNI_LOG_LEVEL"])); err != nil || env["CNI_LOG_LEVEL"] == "" {
+		return slog.LevelWarn
+	}
+	return l
+}
+
+// run returns the version to report errors in, and the error.
+func run(ctx context.Context, p Plugin, env Env, stdin io.Reader, stdout, stderr io.Writer, log *slog.Logger) (string, error) {
+	cmd, ok := env["CNI_COMMAND"]
+	if !ok || cmd == "" {
+		if p.About != "" {
+			fmt.Fprintln(stderr, p.About)
+		}
+		return "", spec.Errorf(spec.ErrInvalidEnvironment, "required environment variable CNI_COMMAND is missing")
+	}
+	switch cmd {
+	case spec.CmdAdd, spec.CmdDel, spec.CmdCheck, spec.CmdGC, spec.CmdStatus, spec.CmdVersion:
+	default:
+		return "", spec.Errorf(spec.ErrInvalidEnvironment, "CNI_COMMAND %q is unknown (expected ADD, DEL, CHECK, GC, STATUS or VERSION)", cmd)
+	}
+	data, err := io.ReadAll(stdin)
+	if err != nil {
+		return "", spec.NewError(spec.ErrIOFailure, "failed to read network configuration from stdin", err.Error())
+	}
+	supported := p.Versions
+	if supported == nil {
+		supported = spec.AllVersions
+	}
+	if cmd == spec.CmdVersion {
+		return versionReply(data, supported, stdout)
+	}
+
+	var conf spec.NetConf
+	if err := json.Unmarshal(data, &conf); err != nil {
+		return "", spec.NewError(spec.ErrDecodingFailure, "failed to decode network configuration from stdin", err.Error())
+	}
+	version := spec.ConfigVersion(conf.CNIVersion)
+	if !contains(supported, version) {
+		return "", spec.Errorf(spec.ErrIncompatibleVersion, "cniVersion %q is not supported by plugin %s (supported: %s)", version, p.Type, strings.Join(supported, ", "))
+	}
+	if !spec.VerbSupported(version, cmd) {
+		return version, spec.Errorf(spec.ErrIncompatibleVersion, "cniVersion %q does not allow %s", version, cmd)
+	}
+	if err := spec.ValidateNetworkName(conf.Name); err != nil {
+		return version, err
+	}
+
+	a := &CmdArgs{
+		Ctx: ctx, Command: cmd, ContainerID: env["CNI_CONTAINERID"], Netns: env["CNI_NETNS"],
+		IfName: env["CNI_IFNAME"], Args: env["CNI_ARGS"], Path: env["CNI_PATH"],
+		StdinData: data, Conf: &conf, Version: version, Env: env, Log: log, Stderr: stderr,
+	}
+	if err := checkEnv(a); err != nil {
+		return version, err
+	}
+	if _, err := spec.ParseCNIArgs(a.Args); err != nil {
+		return version, err
+	}
+	if len(conf.RawPrevResult) > 0 && !bytes.Equal(bytes.TrimSpace(conf.RawPrevResult), []byte("null")) {
+		pr, err := spec.ParseResult(conf.RawPrevResult, version)
+		if err != nil {
+			ce := spec.AsError(err, spec.ErrDecodingFailure)
+			ce.Msg = "failed to decode prevResult: " + ce.Msg
+			return version, ce
+		}
+		conf.PrevResult = pr
+	}
+	if cmd == spec.CmdCheck && conf.PrevResult == nil && spec.GreaterOrEqual(version, spec.V040) {
+		return version, spec.Errorf(spec.ErrInvalidNetworkConfig, "CHECK requires \"prevResult\" in the configuration")
+	}
+
+	switch cmd {
+	case spec.CmdAdd:
+		if p.Add == nil {
+			return version, spec.Errorf(spec.ErrInternal, "plugin %s does not implement ADD", p.Type)
+		}
+		res, err := p.Add(a)
+		if err != nil {
+			return version, err
+		}
+		if res == nil {
+			return version, spec.Errorf(spec.ErrInternal, "plugin %s returned no result for ADD", p.Type)
+		}
+		out, err := res.Encode(version)
+		if err != nil {
+			return version, err
+		}
+		_, err = stdout.Write(append(out, '\n'))
+		return version, err
+	case spec.CmdDel:
+		return version, call(p.Del, a)
+	case spec.CmdCheck:
+		return version, call(p.Check, a)
+	case spec.CmdGC:
+		return version, call(p.GC, a)
+	case spec.CmdStatus:
+		return version, call(p.Status, a)
+	}
+	return version, nil
+}
+
+func call(f func(*CmdArgs) error, a *CmdArgs) error {
+	if f == nil {
+		return nil
+	}
+	return f(a)
+}
+
+// checkEnv enforces the environment each verb requires (spec §2), code 4.
+func checkEnv(a *CmdArgs) error {
+	var missing []string
+	need := func(name, val string) {
+		if val == "" {
+			missing = append(missing, name)
+		}
+	}
+	switch a.Command {
+	case spec.CmdAdd, spec.CmdCheck:
+		need("CNI_CONTAINERID", a.ContainerID)
+		need("CNI_NETNS", a.Netns)
+		need("CNI_IFNAME", a.IfName)
+	case spec.CmdDel:
+		need("CNI_CONTAINERID", a.ContainerID)
+		need("CNI_IFNAME", a.IfName)
+	case spec.CmdGC:
+		need("CNI_PATH", a.Path)
+	}
+	if len(missing) > 0 {
+		return spec.Errorf(spec.ErrInvalidEnvironment, "required environment variables missing for %s: %s", a.Command, strings.Join(missing, ", "))
+	}
+	if a.Command == spec.CmdAdd || a.Command == spec.CmdCheck || a.Command == spec.CmdDel {
+		if err := spec.ValidateContainerID(a.ContainerID); err != nil {
+			return err
+		}
+		if err := spec.ValidateInterfaceName(a.IfName); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func versionReply(data []byte, supported []string, stdout io.Writer) (string, error) {
+	var in struct {
+		CNIVersion string `json:"cniVersion"`
+	}
+	if len(bytes.TrimSpace(data)) > 0 {
+		if err := json.Unmarshal(data, &in); err != nil {
+			return "", spec.NewError(spec.ErrDecodingFailure, "failed to decode VERSION input", err.Error())
+		}
+	}
+	v := in.CNIVersion
+	if v == "" {
+		v = spec.Current
+	}
+	b, _ := json.Marshal(spec.VersionResult{CNIVersion: v, SupportedVersions: supported})
+	_, err := stdout.Write(append(b, '\n'))
+	return v, err
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
