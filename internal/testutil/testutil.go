@@ -25,6 +25,17 @@ func RequireRoot(t testing.TB) {
 // removes it when the test ends, pass or fail. It returns name and path.
 func NewNS(t testing.TB, prefix string) (string, string) {
 	t.Helper()
+	name, path := NewNSLoDown(t, prefix)
+	if out, err := exec.Command("ip", "-n", name, "link", "set", "lo", "up").CombinedOutput(); err != nil {
+		t.Fatalf("lo up in %s: %v: %s", name, err, out)
+	}
+	return name, path
+}
+
+// NewNSLoDown is NewNS without bringing lo up (as a runtime hands a fresh
+// namespace to the loopback plugin).
+func NewNSLoDown(t testing.TB, prefix string) (string, string) {
+	t.Helper()
 	RequireRoot(t)
 	b := make([]byte, 4)
 	rand.Read(b)
@@ -37,9 +48,6 @@ func NewNS(t testing.TB, prefix string) (string, string) {
 			t.Errorf("ip netns del %s: %v: %s", name, err, out)
 		}
 	})
-	if out, err := exec.Command("ip", "-n", name, "link", "set", "lo", "up").CombinedOutput(); err != nil {
-		t.Fatalf("lo up in %s: %v: %s", name, err, out)
-	}
 	return name, "/run/netns/" + name
 }
 
