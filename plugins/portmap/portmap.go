@@ -1,0 +1,128 @@
+// Package portmap is the portmap plugin: a chained plugin that forwards host
+// ports to the container addresses of prevResult (DNAT from other hosts in
+// PREROUTING and from the host itself in OUTPUT, hairpin and localhost
+// masquerade). Its default backend is nftables over netlink; the iptables
+// backend runs iptables-restore.
+//
+// A request without port mappings does no kernel work at all: not even a
+// netlink socket is opened.
+package portmap
+
+import (
+	"errors"
+
+	"github.com/patchbay-cni/patchbay/skel"
+	"github.com/patchbay-cni/patchbay/spec"
+)
+
+// Plugin returns the portmap plugin.
+func Plugin() skel.Plugin {
+	return skel.Plugin{
+		Type:  "portmap",
+		Add:   add,
+		Del:   del,
+		Check: check,
+		GC:    gc,
+		About: "patchbay portmap plugin: forwards host ports to the container (nftables or iptables)",
+	}
+}
+
+func newBackend(name string) backend {
+	if name == backendIPT {
+		return &iptBackend{}
+	}
+	return &nftBackend{}
+}
+
+func add(a *skel.CmdArgs) (*spec.Result, error) {
+	p, err := parse(a)
+	if err != nil {
+		return nil, err
+	}
+	prev := a.Conf.PrevResult
+	if prev == nil {
+		return nil, invalid("portmap must be called as a chained plugin: \"prevResult\" is missing")
+	}
+	r := &p.req
+	if len(r.Mappings) == 0 {
+		return prev, nil
+	}
+	if err := r.setContainer(prev, a.IfName); err != nil {
+		return nil, err
+	}
+	if err := newBackend(p.backend).Add(r); err != nil {
+		return nil, internal("set up port mappings", err)
+	}
+	if r.ContV4.IsValid() && r.SNAT {
+		// 127.0.0.1-sourced connections DNATed to the container must be
+		// allowed to leave through the interface towards it.
+		if err := enableRouteLocalnet(r.ContV4); err != nil {
+			return nil, internal("enable route_localnet", err)
+		}
+	}
+	// Stale UDP conntrack entries would keep sending the port elsewhere.
+	if err := flushUDPConntrack(r); err != nil {
+		a.Log.Warn("failed to delete stale UDP conntrack entries", "err", err)
+	}
+	return prev, nil
+}
+
+func del(a *skel.CmdArgs) error {
+	p, err := parse(a)
+	if err != nil {
+		return err
+	}
+	if len(p.req.Mappings) == 0 {
+		return nil
+	}
+	if err := newBackend(p.backend).Del(&p.req); err != nil {
+		return internal("remove port mappings", err)
+	}
+	return nil
+}
+
+func check(a *skel.CmdArgs) error {
+	p, err := parse(a)
+	if err != nil {
+		return err
+	}
+	r := &p.req
+	if len(r.Mappings) == 0 {
+		return nil
+	}
+	prev := a.Conf.PrevResult
+	if prev == nil {
+		return invalid("CHECK requires \"prevResult\"")
+	}
+	if err := r.setContainer(prev, a.IfName); err != nil {
+		return err
+	}
+	if err := newBackend(p.backend).Check(r); err != nil {
+		return internal("check port mappings", err)
+	}
+	return nil
+}
+
+func gc(a *skel.CmdArgs) error {
+	p, err := parse(a)
+	if err != nil {
+		return err
+	}
+	valid := map[string]bool{}
+	for _, at := range a.Conf.Attachments() {
+		valid[attachKey(p.c.Name, at.ContainerID, at.IfName)] = true
+	}
+	if err := newBackend(p.backend).GC(p.req.NetPrefix, valid); err != nil {
+		return internal("garbage-collect port mappings", err)
+	}
+	return nil
+}
+
+// internal keeps a *spec.Error's code, else reports code 999 with context.
+func internal(what string, err error) error {
+	var ce *spec.Error
+	if errors.As(err, &ce) {
+		return err
+	}
+	return spec.Errorf(spec.ErrInternal, "portmap: %s: %v", what, err)
+}
