@@ -11,13 +11,17 @@ import (
 	"path/filepath"
 	"sort"
 
+	"github.com/patchbay-cni/patchbay/plugins/bridge"
 	"github.com/patchbay-cni/patchbay/plugins/loopback"
+	"github.com/patchbay-cni/patchbay/plugins/ptp"
 	"github.com/patchbay-cni/patchbay/skel"
 )
 
 // plugins lists every plugin linked into this binary. Keep it sorted by type.
 var plugins = []skel.Plugin{
+	bridge.Plugin(),
 	loopback.Plugin(),
+	ptp.Plugin(),
 }
 
 func main() {

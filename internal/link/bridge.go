@@ -1,0 +1,159 @@
+package link
+
+import (
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"net"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// BridgeOpts describes the bridge a plugin attaches to.
+type BridgeOpts struct {
+	Name          string
+	MTU           int
+	Promisc       bool
+	VlanFiltering bool
+}
+
+// EnsureBridge returns the named bridge, creating it (up, accept_ra=0) if
+// needed. A new bridge gets a fixed random MAC so the kernel does not
+// switch it to the lowest port MAC as ports come and go.
+func (n *NS) EnsureBridge(o BridgeOpts) (*netlink.Bridge, error) {
+	l, err := n.LinkByName(o.Name)
+	if err != nil && !IsNotFound(err) {
+		return nil, fmt.Errorf("look up bridge %q: %w", o.Name, err)
+	}
+	if l == nil {
+		attrs := netlink.NewLinkAttrs()
+		attrs.Name = o.Name
+		attrs.MTU = o.MTU
+		attrs.HardwareAddr = randomMAC()
+		br := &netlink.Bridge{LinkAttrs: attrs}
+		if o.VlanFiltering {
+			on := true
+			br.VlanFiltering = &on
+		}
+		err := n.H.LinkAdd(br)
+		if errors.Is(err, unix.EOPNOTSUPP) && o.VlanFiltering {
+			return nil, fmt.Errorf("create bridge %q with vlan filtering: the kernel does not support it (CONFIG_BRIDGE_VLAN_FILTERING): %w", o.Name, err)
+		}
+		if err != nil && !errors.Is(err, unix.EEXIST) {
+			return nil, fmt.Errorf("create bridge %q: %w", o.Name, err)
+		}
+		// We own the bridge's routes: no router advertisements.
+		n.Do(func() error { return WriteSysctl("net/ipv6/conf/"+o.Name+"/accept_ra", "0") })
+		if l, err = n.LinkByName(o.Name); err != nil {
+			return nil, fmt.Errorf("look up bridge %q: %w", o.Name, err)
+		}
+	}
+	br, ok := l.(*netlink.Bridge)
+	if !ok {
+		return nil, fmt.Errorf("%q already exists but is not a bridge", o.Name)
+	}
+	if o.VlanFiltering && (br.VlanFiltering == nil || !*br.VlanFiltering) {
+		if err := n.H.BridgeSetVlanFiltering(br, true); err != nil {
+			return nil, fmt.Errorf("enable vlan filtering on %q (the kernel needs CONFIG_BRIDGE_VLAN_FILTERING): %w", o.Name, err)
+		}
+	}
+	if o.Promisc && br.Promisc == 0 {
+		if err := n.H.SetPromiscOn(br); err != nil {
+			return nil, fmt.Errorf("set promiscuous mode on %q: %w", o.Name, err)
+		}
+	}
+	if br.Flags&net.FlagUp == 0 {
+		if err := n.H.LinkSetUp(br); err != nil {
+			return nil, fmt.Errorf("set %q up: %w", o.Name, err)
+		}
+	}
+	return br, nil
+}
+
+// randomMAC is a locally administered unicast address.
+func randomMAC() net.HardwareAddr {
+	m := make(net.HardwareAddr, 6)
+	rand.Read(m)
+	m[0] = m[0]&0xfe | 0x02
+	return m
+}
+
+// PortOpts are a bridge port's settings.
+type PortOpts struct {
+	Hairpin  bool
+	Isolated bool
+	// Vlan is the access vlan (PVID, untagged); 0 for none.
+	Vlan int
+	// Trunk lists tagged vlans.
+	Trunk []int
+	// PreserveDefaultVlan keeps vlan 1 on the port when vlans are set.
+	PreserveDefaultVlan bool
+}
+
+// AttachPort enslaves port to br and applies o. Settings equal to a new
+// port's defaults are not written.
+func (n *NS) AttachPort(br *netlink.Bridge, port netlink.Link, o PortOpts) error {
+	name := port.Attrs().Name
+	if err := n.H.LinkSetMasterByIndex(port, br.Index); err != nil {
+		return fmt.Errorf("attach %q to bridge %q: %w", name, br.Name, err)
+	}
+	if o.Hairpin {
+		if err := n.H.LinkSetHairpin(port, true); err != nil {
+			return fmt.Errorf("set hairpin mode on %q: %w", name, err)
+		}
+	}
+	if o.Isolated {
+		if err := n.H.LinkSetIsolated(port, true); err != nil {
+			return fmt.Errorf("set port isolation on %q: %w", name, err)
+		}
+	}
+	if (o.Vlan != 0 || len(o.Trunk) > 0) && !o.PreserveDefaultVlan {
+		if err := n.removePortVlans(port); err != nil {
+			return fmt.Errorf("remove default vlan on %q: %w", name, err)
+		}
+	}
+	if o.Vlan != 0 {
+		if err := n.H.BridgeVlanAdd(port, uint16(o.Vlan), true, true, false, true); err != nil {
+			return fmt.Errorf("set vlan %d on %q: %w", o.Vlan, name, err)
+		}
+	}
+	for _, v := range o.Trunk {
+		if err := n.H.BridgeVlanAdd(port, uint16(v), false, false, false, true); err != nil {
+			return fmt.Errorf("add trunk vlan %d on %q: %w", v, name, err)
+		}
+	}
+	if o.Vlan == 0 && len(o.Trunk) > 0 {
+		// A trunk without an access vlan keeps vlan 1 native (reference behaviour).
+		if err := n.H.BridgeVlanAdd(port, 1, true, true, false, true); err != nil {
+			return fmt.Errorf("set native vlan 1 on %q: %w", name, err)
+		}
+	}
+	return nil
+}
+
+func (n *NS) removePortVlans(port netlink.Link) error {
+	all, err := retry(n.H.BridgeVlanList)
+	if err != nil {
+		return err
+	}
+	for _, info := range all[int32(port.Attrs().Index)] {
+		if err := n.H.BridgeVlanDel(port, info.Vid, false, false, false, true); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// PortVlans lists the vlans on a bridge port (for tests and CHECK).
+func (n *NS) PortVlans(port netlink.Link) ([]uint16, error) {
+	all, err := retry(n.H.BridgeVlanList)
+	if err != nil {
+		return nil, err
+	}
+	var out []uint16
+	for _, info := range all[int32(port.Attrs().Index)] {
+		out = append(out, info.Vid)
+	}
+	return out, nil
+}

@@ -1,0 +1,117 @@
+package link
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// VethOpts describes a veth pair between a host namespace and a container.
+type VethOpts struct {
+	ContName string // interface name inside the container (CNI_IFNAME)
+	HostName string // host-side name; "" picks a random vethXXXXXXXX
+	MTU      int    // 0 keeps the kernel default
+	ContMAC  string // container-side MAC; "" lets the kernel choose
+}
+
+// RandomVethName returns "veth" and 8 random hex digits, the naming the
+// reference plugins use (NetworkManager ignores veth* devices).
+func RandomVethName() string {
+	b := make([]byte, 4)
+	rand.Read(b)
+	return "veth" + hex.EncodeToString(b)
+}
+
+// AddVeth creates a veth pair from the host namespace with its peer created
+// directly in the container namespace (no move afterwards, so the host
+// index stays valid). It returns both links as the kernel reports them.
+func (host *NS) AddVeth(cont *NS, o VethOpts) (hostLink, contLink netlink.Link, err error) {
+	var mac net.HardwareAddr
+	if o.ContMAC != "" {
+		if mac, err = net.ParseMAC(o.ContMAC); err != nil {
+			return nil, nil, fmt.Errorf("invalid MAC address %q: %w", o.ContMAC, err)
+		}
+	}
+	for range 10 {
+		name := o.HostName
+		if name == "" {
+			name = RandomVethName()
+		}
+		attrs := netlink.NewLinkAttrs()
+		attrs.Name = name
+		attrs.MTU = o.MTU
+		v := &netlink.Veth{
+			LinkAttrs:        attrs,
+			PeerName:         o.ContName,
+			PeerHardwareAddr: mac,
+			PeerNamespace:    netlink.NsFd(cont.Fd()),
+			PeerMTU:          uint32(o.MTU),
+		}
+		err = retryErr(func() error { return host.H.LinkAdd(v) })
+		if errors.Is(err, unix.EEXIST) {
+			// Either side's name may be taken: retry only a random host name.
+			if _, lerr := host.LinkByName(name); lerr == nil && o.HostName == "" {
+				continue
+			}
+			if _, lerr := cont.LinkByName(o.ContName); lerr == nil {
+				return nil, nil, fmt.Errorf("container interface %q already exists in %s", o.ContName, cont.Path)
+			}
+			return nil, nil, fmt.Errorf("host interface %q already exists", name)
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("create veth pair %s/%s: %w", name, o.ContName, err)
+		}
+		if hostLink, err = host.LinkByName(name); err != nil {
+			return nil, nil, fmt.Errorf("look up new veth %q: %w", name, err)
+		}
+		if contLink, err = cont.LinkByName(o.ContName); err != nil {
+			host.H.LinkDel(hostLink)
+			return nil, nil, fmt.Errorf("look up new veth %q in %s: %w", o.ContName, cont.Path, err)
+		}
+		return hostLink, contLink, nil
+	}
+	return nil, nil, fmt.Errorf("could not find a free host veth name")
+}
+
+// PeerIndex returns the ifindex of a veth's peer (in whatever namespace it is).
+func PeerIndex(l netlink.Link) (int, error) {
+	if _, ok := l.(*netlink.Veth); !ok {
+		return 0, fmt.Errorf("%q is not a veth", l.Attrs().Name)
+	}
+	// IFLA_LINK holds the peer's index for veths.
+	if l.Attrs().ParentIndex == 0 {
+		return 0, fmt.Errorf("%q reports no peer", l.Attrs().Name)
+	}
+	return l.Attrs().ParentIndex, nil
+}
+
+// DelLinkWithAddrs deletes the named link and returns its global
+// addresses (callers tear down masquerade rules for them). A missing link
+// is not an error: found is false.
+func (n *NS) DelLinkWithAddrs(name string) (addrs []netlink.Addr, found bool, err error) {
+	l, err := n.LinkByName(name)
+	if err != nil {
+		if IsNotFound(err) {
+			return nil, false, nil
+		}
+		return nil, false, err
+	}
+	all, err := n.AddrList(l, netlink.FAMILY_ALL)
+	if err != nil {
+		return nil, true, fmt.Errorf("list addresses of %q: %w", name, err)
+	}
+	for _, a := range all {
+		if a.Scope == unix.RT_SCOPE_UNIVERSE {
+			addrs = append(addrs, a)
+		}
+	}
+	if err := n.H.LinkDel(l); err != nil && !IsNotFound(err) {
+		return addrs, true, fmt.Errorf("delete %q: %w", name, err)
+	}
+	return addrs, true, nil
+}

@@ -1,0 +1,331 @@
+// Package bridge is the bridge plugin: it attaches the container to a Linux
+// bridge in the host namespace through a veth pair, addresses the container
+// from IPAM, and optionally makes the bridge the gateway and masquerades.
+package bridge
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"strconv"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/patchbay-cni/patchbay/internal/link"
+	"github.com/patchbay-cni/patchbay/internal/masq"
+	"github.com/patchbay-cni/patchbay/skel"
+	"github.com/patchbay-cni/patchbay/spec"
+)
+
+// Plugin returns the bridge plugin.
+func Plugin() skel.Plugin {
+	return skel.Plugin{
+		Type:   "bridge",
+		Add:    add,
+		Del:    del,
+		Check:  check,
+		GC:     gc,
+		Status: status,
+		About:  "patchbay bridge plugin: connects containers to a Linux bridge through veth pairs",
+	}
+}
+
+// Result interface indexes, as in the spec's example.
+const (
+	idxBridge = iota
+	idxHost
+	idxCont
+)
+
+func add(a *skel.CmdArgs) (res *spec.Result, err error) {
+	c, err := load(a)
+	if err != nil {
+		return nil, err
+	}
+	host, err := link.Current()
+	if err != nil {
+		return nil, err
+	}
+	defer host.Close()
+	cont, err := link.Open(a.Netns)
+	if err != nil {
+		return nil, nsErr(a.Netns, err)
+	}
+	defer cont.Close()
+
+	br, err := host.EnsureBridge(link.BridgeOpts{Name: c.Bridge, MTU: c.MTU, Promisc: c.PromiscMode,
+		VlanFiltering: c.Vlan != 0 || c.VlanTrunk != nil})
+	if err != nil {
+		return nil, err
+	}
+	hostV, contV, err := host.AddVeth(cont, link.VethOpts{ContName: a.IfName, MTU: c.MTU, ContMAC: c.mac})
+	if err != nil {
+		return nil, err
+	}
+	// From here on a failure removes what this ADD made.
+	var cleanups []func()
+	defer func() {
+		if err != nil {
+			for i := len(cleanups) - 1; i >= 0; i-- {
+				cleanups[i]()
+			}
+		}
+	}()
+	cleanups = append(cleanups, func() { cont.H.LinkDel(contV) })
+
+	if err = host.AttachPort(br, hostV, link.PortOpts{Hairpin: c.HairpinMode, Isolated: c.PortIsolation,
+		Vlan: c.Vlan, Trunk: c.vlans, PreserveDefaultVlan: c.PreserveDefaultVlan}); err != nil {
+		return nil, err
+	}
+	if err = host.H.LinkSetUp(hostV); err != nil {
+		return nil, fmt.Errorf("set %q up: %w", hostV.Attrs().Name, err)
+	}
+	res = &spec.Result{Interfaces: []*spec.Interface{
+		{Name: br.Name, Mac: br.HardwareAddr.String()},
+		{Name: hostV.Attrs().Name, Mac: hostV.Attrs().HardwareAddr.String()},
+		{Name: contV.Attrs().Name, Mac: contV.Attrs().HardwareAddr.String(), Sandbox: a.Netns},
+	}}
+
+	if c.MacSpoofChk {
+		id := a.ContainerID + "-" + a.IfName
+		if err = masq.SpoofCheckSetup(hostV.Attrs().Name, res.Interfaces[idxCont].Mac, id); err != nil {
+			return nil, err
+		}
+		cleanups = append(cleanups, func() { masq.SpoofCheckTeardown(id) })
+	}
+
+	if c.IPAM.Type == "" {
+		// Layer 2 only: interfaces, no addresses.
+		if !c.DisableContainerInterface {
+			if err = cont.H.LinkSetUp(contV); err != nil {
+				return nil, fmt.Errorf("set %q up: %w", a.IfName, err)
+			}
+		}
+		return finish(c, res), nil
+	}
+
+	ipam, err := skel.DelegateAdd(a, c.IPAM.Type)
+	if err != nil {
+		return nil, err
+	}
+	cleanups = append(cleanups, func() { skel.DelegateVerb(a, spec.CmdDel, c.IPAM.Type) })
+	if len(ipam.IPs) == 0 {
+		return nil, spec.Errorf(spec.ErrInternal, "IPAM plugin %s returned no IP configuration", c.IPAM.Type)
+	}
+	res.IPs, res.Routes, res.DNS = ipam.IPs, ipam.Routes, ipam.DNS
+	gws := gateways(c, res)
+
+	if err = cont.Do(func() error { return containerSysctls(a.IfName, c.EnableDad) }); err != nil {
+		return nil, err
+	}
+	if err = cont.ConfigureIface(contV, res, idxCont, link.IfaceOpts{DAD: c.EnableDad}); err != nil {
+		return nil, err
+	}
+	if c.IsGateway {
+		if err = setupGateways(host, br, c, gws, res); err != nil {
+			return nil, err
+		}
+	}
+	if c.IPMasq {
+		key := masq.Key{Network: c.Name, IfName: a.IfName, ContainerID: a.ContainerID}
+		if err = masq.Setup(c.IPMasqBackend, addrs(res.IPs), key); err != nil {
+			return nil, err
+		}
+	}
+	return finish(c, res), nil
+}
+
+// finish applies the config's dns, which overrides IPAM's when set.
+func finish(c *Config, res *spec.Result) *spec.Result {
+	if !c.DNS.IsEmpty() {
+		res.DNS = c.DNS
+	}
+	return res
+}
+
+// containerSysctls runs inside the container namespace. Without enabledad
+// there is no duplicate address detection, so addresses are usable at once.
+func containerSysctls(ifname string, dad bool) error {
+	v := "0"
+	if dad {
+		v = "1"
+		link.WriteSysctl("net/ipv6/conf/"+ifname+"/enhanced_dad", "1")
+	}
+	// Failures are ignored as the reference does: IPv6 may be off entirely.
+	link.WriteSysctl("net/ipv6/conf/"+ifname+"/accept_dad", v)
+	link.WriteSysctl("net/ipv4/conf/"+ifname+"/arp_notify", "1")
+	return nil
+}
+
+// gateways points every IP at the container interface, fills in missing
+// gateways when the bridge is the gateway, adds default routes for
+// isDefaultGateway, and returns the bridge addresses to configure.
+func gateways(c *Config, res *spec.Result) []netip.Prefix {
+	var gws []netip.Prefix
+	haveDefault := map[bool]bool{}
+	for _, r := range res.Routes {
+		if r.Dst.Bits() == 0 && r.GW.IsValid() {
+			haveDefault[r.Dst.Addr().Is4()] = true
+		}
+	}
+	for _, ipc := range res.IPs {
+		ipc.Interface = spec.IntPtr(idxCont)
+		v4 := ipc.Address.Addr().Is4()
+		if !ipc.Gateway.IsValid() && c.IsGateway {
+			ipc.Gateway = link.GatewayFor(ipc.Address)
+		}
+		if c.IsDefaultGateway && !haveDefault[v4] {
+			dst := netip.PrefixFrom(netip.IPv6Unspecified(), 0)
+			if v4 {
+				dst = netip.PrefixFrom(netip.IPv4Unspecified(), 0)
+			}
+			res.Routes = append(res.Routes, &spec.Route{Dst: dst, GW: ipc.Gateway})
+			haveDefault[v4] = true
+		}
+		if c.IsGateway && ipc.Gateway.IsValid() {
+			gws = append(gws, netip.PrefixFrom(ipc.Gateway, ipc.Address.Bits()))
+		}
+	}
+	return gws
+}
+
+// setupGateways puts the gateway addresses on the bridge (or, with a vlan,
+// on the bridge's vlan gateway interface) and enables forwarding.
+func setupGateways(host *link.NS, br *netlink.Bridge, c *Config, gws []netip.Prefix, res *spec.Result) error {
+	var target netlink.Link = br
+	if c.Vlan != 0 && len(gws) > 0 {
+		vl, err := vlanGateway(host, br, c)
+		if err != nil {
+			return err
+		}
+		target = vl
+		res.Interfaces = append(res.Interfaces, &spec.Interface{Name: vl.Attrs().Name, Mac: vl.Attrs().HardwareAddr.String()})
+	}
+	for _, gw := range gws {
+		if err := host.EnsureAddr(target, gw, c.ForceAddress); err != nil {
+			return fmt.Errorf("set gateway address on %q: %w", target.Attrs().Name, err)
+		}
+		if err := host.Do(func() error { return link.EnableForwarding(gw.Addr()) }); err != nil {
+			return fmt.Errorf("enable forwarding: %w", err)
+		}
+	}
+	return nil
+}
+
+// vlanGateway returns "<bridge>.<vlan>", a veth end in the host namespace
+// whose peer is an access port of the vlan (the reference's layout).
+func vlanGateway(host *link.NS, br *netlink.Bridge, c *Config) (netlink.Link, error) {
+	name := br.Name + "." + strconv.Itoa(c.Vlan)
+	if l, err := host.LinkByName(name); err == nil {
+		return l, nil
+	} else if !link.IsNotFound(err) {
+		return nil, err
+	}
+	if len(name) > spec.MaxInterfaceNameLen {
+		return nil, invalid("vlan gateway interface name %q (from \"bridge\" and \"vlan\") is longer than %d characters", name, spec.MaxInterfaceNameLen)
+	}
+	port, gw, err := host.AddVeth(host, link.VethOpts{ContName: name, MTU: br.MTU})
+	if err != nil {
+		return nil, fmt.Errorf("create vlan gateway %q: %w", name, err)
+	}
+	if err := host.AttachPort(br, port, link.PortOpts{Vlan: c.Vlan, PreserveDefaultVlan: c.PreserveDefaultVlan}); err != nil {
+		return nil, err
+	}
+	for _, l := range []netlink.Link{port, gw} {
+		if err := host.H.LinkSetUp(l); err != nil {
+			return nil, fmt.Errorf("set %q up: %w", l.Attrs().Name, err)
+		}
+	}
+	return gw, nil
+}
+
+func addrs(ips []*spec.IPConfig) []netip.Prefix {
+	out := make([]netip.Prefix, 0, len(ips))
+	for _, ipc := range ips {
+		out = append(out, ipc.Address)
+	}
+	return out
+}
+
+func del(a *skel.CmdArgs) error {
+	c, err := load(a)
+	if err != nil {
+		return err
+	}
+	var removed []netip.Prefix
+	if a.Netns != "" {
+		cont, err := link.Open(a.Netns)
+		switch {
+		case link.IsNSGone(err):
+			// The runtime may have deleted the namespace already.
+		case err != nil:
+			return err
+		default:
+			as, _, derr := cont.DelLinkWithAddrs(a.IfName)
+			cont.Close()
+			if derr != nil {
+				return derr
+			}
+			for _, ad := range as {
+				removed = append(removed, link.Prefix(ad.IPNet))
+			}
+		}
+	}
+	var errs []error
+	if c.IPAM.Type != "" {
+		if err := skel.DelegateVerb(a, spec.CmdDel, c.IPAM.Type); err != nil {
+			return err
+		}
+	}
+	if c.MacSpoofChk {
+		if err := masq.SpoofCheckTeardown(a.ContainerID + "-" + a.IfName); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if c.IPAM.Type != "" && c.IPMasq {
+		if len(removed) == 0 && a.Conf.PrevResult != nil {
+			removed = addrs(a.Conf.PrevResult.IPs) // iptables needs addresses; nftables does not
+		}
+		key := masq.Key{Network: c.Name, IfName: a.IfName, ContainerID: a.ContainerID}
+		if err := masq.Teardown(c.IPMasqBackend, removed, key); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func status(a *skel.CmdArgs) error {
+	c, err := load(a)
+	if err != nil {
+		return err
+	}
+	if c.IPAM.Type == "" {
+		return nil
+	}
+	return skel.DelegateVerb(a, spec.CmdStatus, c.IPAM.Type)
+}
+
+func gc(a *skel.CmdArgs) error {
+	c, err := load(a)
+	if err != nil {
+		return err
+	}
+	if c.IPAM.Type == "" {
+		return nil
+	}
+	if err := skel.DelegateVerb(a, spec.CmdGC, c.IPAM.Type); err != nil {
+		return err
+	}
+	if c.IPMasq {
+		return masq.GC(c.Name, c.Attachments())
+	}
+	return nil
+}
+
+// nsErr gives a missing container namespace code 3 (unknown container).
+func nsErr(path string, err error) error {
+	if link.IsNSGone(err) {
+		return spec.Errorf(spec.ErrUnknownContainer, "network namespace %q does not exist", path)
+	}
+	return err
+}

@@ -1,0 +1,121 @@
+package bridge
+
+import (
+	"github.com/vishvananda/netlink"
+
+	"github.com/patchbay-cni/patchbay/internal/link"
+	"github.com/patchbay-cni/patchbay/skel"
+	"github.com/patchbay-cni/patchbay/spec"
+)
+
+// check verifies what ADD built against prevResult: the bridge, the
+// container veth and its host peer on the bridge, the container's
+// addresses and routes. IPAM's CHECK runs first, as in the reference.
+func check(a *skel.CmdArgs) error {
+	c, err := load(a)
+	if err != nil {
+		return err
+	}
+	if c.IPAM.Type != "" {
+		if err := skel.DelegateVerb(a, spec.CmdCheck, c.IPAM.Type); err != nil {
+			return err
+		}
+	}
+	prev := a.Conf.PrevResult
+	if prev == nil {
+		return invalid("CHECK requires \"prevResult\"")
+	}
+	var brIf, contIf *spec.Interface
+	for _, in := range prev.Interfaces {
+		switch {
+		case in.Name == c.Bridge && in.Sandbox == "":
+			brIf = in
+		case in.Name == a.IfName && in.Sandbox == a.Netns:
+			contIf = in
+		}
+	}
+	if brIf == nil {
+		return checkErr("prevResult has no interface for bridge %q", c.Bridge)
+	}
+	if contIf == nil {
+		return checkErr("prevResult has no interface %q in sandbox %q", a.IfName, a.Netns)
+	}
+
+	host, err := link.Current()
+	if err != nil {
+		return err
+	}
+	defer host.Close()
+	cont, err := link.Open(a.Netns)
+	if err != nil {
+		return nsErr(a.Netns, err)
+	}
+	defer cont.Close()
+
+	bl, err := host.LinkByName(c.Bridge)
+	if err != nil {
+		return checkErr("bridge %q not found: %v", c.Bridge, err)
+	}
+	br, ok := bl.(*netlink.Bridge)
+	if !ok {
+		return checkErr("%q is not a bridge", c.Bridge)
+	}
+	if brIf.Mac != "" && brIf.Mac != br.HardwareAddr.String() {
+		return checkErr("bridge %q MAC is %s, prevResult says %s", c.Bridge, br.HardwareAddr, brIf.Mac)
+	}
+	if (br.Promisc != 0) != c.PromiscMode {
+		return checkErr("bridge %q promiscuous mode is %v, config says %v", c.Bridge, br.Promisc != 0, c.PromiscMode)
+	}
+
+	cl, err := cont.LinkByName(a.IfName)
+	if err != nil {
+		return checkErr("container interface %q not found in %s: %v", a.IfName, a.Netns, err)
+	}
+	if _, ok := cl.(*netlink.Veth); !ok {
+		return checkErr("container interface %q is a %s, not a veth", a.IfName, cl.Type())
+	}
+	if contIf.Mac != "" && contIf.Mac != cl.Attrs().HardwareAddr.String() {
+		return checkErr("container interface %q MAC is %s, prevResult says %s", a.IfName, cl.Attrs().HardwareAddr, contIf.Mac)
+	}
+	peer, err := link.PeerIndex(cl)
+	if err != nil {
+		return checkErr("container interface %q: %v", a.IfName, err)
+	}
+	hl, err := host.LinkByIndex(peer)
+	if err != nil {
+		return checkErr("host end of %q (index %d) not found: %v", a.IfName, peer, err)
+	}
+	if hl.Attrs().MasterIndex != br.Index {
+		return checkErr("host veth %q is not attached to bridge %q", hl.Attrs().Name, c.Bridge)
+	}
+	listed := false
+	for _, in := range prev.Interfaces {
+		if in.Name == hl.Attrs().Name && in.Sandbox == "" {
+			listed = true
+			if in.Mac != "" && in.Mac != hl.Attrs().HardwareAddr.String() {
+				return checkErr("host veth %q MAC is %s, prevResult says %s", in.Name, hl.Attrs().HardwareAddr, in.Mac)
+			}
+		}
+	}
+	if !listed {
+		return checkErr("host veth %q of %q is not in prevResult", hl.Attrs().Name, a.IfName)
+	}
+
+	contIdx := idxCont
+	for i, in := range prev.Interfaces {
+		if in == contIf {
+			contIdx = i
+		}
+	}
+	if err := cont.CheckAddrs(cl, prev.IPs, contIdx); err != nil {
+		return checkErr("%v", err)
+	}
+	if err := cont.CheckRoutes(prev.Routes); err != nil {
+		return checkErr("%v", err)
+	}
+	return nil
+}
+
+func checkErr(format string, a ...any) error {
+	return spec.Errorf(spec.ErrInternal, "bridge CHECK: "+format, a...)
+}

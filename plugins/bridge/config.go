@@ -1,0 +1,164 @@
+package bridge
+
+import (
+	"net"
+	"sort"
+
+	"github.com/patchbay-cni/patchbay/internal/masq"
+	"github.com/patchbay-cni/patchbay/skel"
+	"github.com/patchbay-cni/patchbay/spec"
+)
+
+const defaultBridge = "cni0"
+
+// Config is the bridge plugin's configuration; keys and defaults follow
+// the reference bridge plugin.
+type Config struct {
+	spec.NetConf
+	Bridge                    string       `json:"bridge"`
+	IsGateway                 bool         `json:"isGateway"`
+	IsDefaultGateway          bool         `json:"isDefaultGateway"`
+	ForceAddress              bool         `json:"forceAddress"`
+	IPMasq                    bool         `json:"ipMasq"`
+	IPMasqBackend             string       `json:"ipMasqBackend,omitempty"`
+	MTU                       int          `json:"mtu"`
+	HairpinMode               bool         `json:"hairpinMode"`
+	PromiscMode               bool         `json:"promiscMode"`
+	Vlan                      int          `json:"vlan"`
+	VlanTrunk                 []*VlanTrunk `json:"vlanTrunk,omitempty"`
+	PreserveDefaultVlan       bool         `json:"preserveDefaultVlan"`
+	MacSpoofChk               bool         `json:"macspoofchk,omitempty"`
+	EnableDad                 bool         `json:"enabledad,omitempty"`
+	DisableContainerInterface bool         `json:"disableContainerInterface,omitempty"`
+	PortIsolation             bool         `json:"portIsolation,omitempty"`
+
+	Args struct {
+		CNI struct {
+			Mac string `json:"mac,omitempty"`
+		} `json:"cni"`
+	} `json:"args"`
+	RuntimeConfig struct {
+		Mac string `json:"mac,omitempty"`
+	} `json:"runtimeConfig"`
+
+	mac   string // from CNI_ARGS, args or runtimeConfig (last wins)
+	vlans []int  // vlanTrunk expanded and sorted
+}
+
+// VlanTrunk is one vlanTrunk entry: a single id or a minID..maxID range.
+type VlanTrunk struct {
+	MinID *int `json:"minID,omitempty"`
+	MaxID *int `json:"maxID,omitempty"`
+	ID    *int `json:"id,omitempty"`
+}
+
+func invalid(format string, a ...any) error {
+	return spec.Errorf(spec.ErrInvalidNetworkConfig, format, a...)
+}
+
+// load decodes and validates the whole configuration before anything is
+// created, so bad input leaves no half-made bridge or veth behind.
+func load(a *skel.CmdArgs) (*Config, error) {
+	c := &Config{Bridge: defaultBridge}
+	if err := a.DecodeConf(c); err != nil {
+		return nil, err
+	}
+	if c.Bridge == "" {
+		c.Bridge = defaultBridge
+	}
+	if len(c.Bridge) > spec.MaxInterfaceNameLen {
+		return nil, invalid("\"bridge\" value %q is invalid: longer than %d characters", c.Bridge, spec.MaxInterfaceNameLen)
+	}
+	if err := spec.ValidateInterfaceName(c.Bridge); err != nil {
+		return nil, invalid("\"bridge\" value %q is invalid: not a usable interface name", c.Bridge)
+	}
+	if c.MTU < 0 || c.MTU > 65535 || (c.MTU > 0 && c.MTU < 68) {
+		return nil, invalid("\"mtu\" value %d is invalid: must be 0 (kernel default) or between 68 and 65535", c.MTU)
+	}
+	if c.Vlan < 0 || c.Vlan > 4094 {
+		return nil, invalid("\"vlan\" value %d is invalid: must be between 0 and 4094", c.Vlan)
+	}
+	var err error
+	if c.vlans, err = expandTrunk(c.VlanTrunk); err != nil {
+		return nil, err
+	}
+	if err := masq.ValidateBackend(c.IPMasqBackend); err != nil {
+		return nil, err
+	}
+	if c.IPAM.Type != "" && c.DisableContainerInterface {
+		return nil, invalid("\"disableContainerInterface\" cannot be used with \"ipam\" (the container interface needs to be up to be addressed)")
+	}
+	if c.HairpinMode && c.PromiscMode {
+		return nil, invalid("\"hairpinMode\" and \"promiscMode\" cannot both be set")
+	}
+	if c.IsDefaultGateway {
+		c.IsGateway = true
+	}
+	// CNI_ARGS MAC=...; other keys belong to other plugins.
+	if pairs, err := spec.ParseCNIArgs(a.Args); err == nil {
+		for _, p := range pairs {
+			if p[0] == "MAC" {
+				c.mac = p[1]
+			}
+		}
+	}
+	if c.Args.CNI.Mac != "" {
+		c.mac = c.Args.CNI.Mac
+	}
+	if c.RuntimeConfig.Mac != "" {
+		c.mac = c.RuntimeConfig.Mac
+	}
+	if c.mac != "" {
+		if _, err := net.ParseMAC(c.mac); err != nil {
+			return nil, invalid("mac address %q is invalid: %v", c.mac, err)
+		}
+	}
+	return c, nil
+}
+
+func expandTrunk(trunk []*VlanTrunk) ([]int, error) {
+	set := map[int]bool{}
+	inRange := func(field string, v int) error {
+		if v <= 0 || v > 4094 {
+			return invalid("\"vlanTrunk\" %s %d is invalid: must be between 1 and 4094", field, v)
+		}
+		return nil
+	}
+	for _, t := range trunk {
+		if t == nil {
+			continue
+		}
+		switch {
+		case t.MinID != nil && t.MaxID != nil:
+			if err := inRange("minID", *t.MinID); err != nil {
+				return nil, err
+			}
+			if err := inRange("maxID", *t.MaxID); err != nil {
+				return nil, err
+			}
+			if *t.MaxID < *t.MinID {
+				return nil, invalid("\"vlanTrunk\" minID %d is greater than maxID %d", *t.MinID, *t.MaxID)
+			}
+			for v := *t.MinID; v <= *t.MaxID; v++ {
+				set[v] = true
+			}
+		case t.MinID != nil || t.MaxID != nil:
+			return nil, invalid("\"vlanTrunk\" minID and maxID must be given together")
+		}
+		if t.ID != nil {
+			if err := inRange("id", *t.ID); err != nil {
+				return nil, err
+			}
+			set[*t.ID] = true
+		}
+	}
+	if len(set) == 0 {
+		return nil, nil
+	}
+	out := make([]int, 0, len(set))
+	for v := range set {
+		out = append(out, v)
+	}
+	sort.Ints(out)
+	return out, nil
+}

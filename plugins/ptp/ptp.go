@@ -1,0 +1,275 @@
+// Package ptp is the ptp plugin: a veth pair whose container end holds the
+// IPAM address and routes everything through the host end, and whose host
+// end routes the container address (/32 or /128) back.
+package ptp
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/patchbay-cni/patchbay/internal/link"
+	"github.com/patchbay-cni/patchbay/internal/masq"
+	"github.com/patchbay-cni/patchbay/skel"
+	"github.com/patchbay-cni/patchbay/spec"
+)
+
+// Config is the ptp plugin's configuration (reference keys).
+type Config struct {
+	spec.NetConf
+	IPMasq        bool   `json:"ipMasq"`
+	IPMasqBackend string `json:"ipMasqBackend,omitempty"`
+	MTU           int    `json:"mtu"`
+}
+
+// Plugin returns the ptp plugin.
+func Plugin() skel.Plugin {
+	return skel.Plugin{
+		Type:   "ptp",
+		Add:    add,
+		Del:    del,
+		Check:  check,
+		Status: status,
+		About:  "patchbay ptp plugin: a routed veth pair per container",
+	}
+}
+
+// Result interface indexes.
+const (
+	idxHost = iota
+	idxCont
+)
+
+func load(a *skel.CmdArgs) (*Config, error) {
+	c := &Config{}
+	if err := a.DecodeConf(c); err != nil {
+		return nil, err
+	}
+	if c.IPAM.Type == "" {
+		return nil, spec.Errorf(spec.ErrInvalidNetworkConfig, "\"ipam\" is required: ptp needs addresses to route")
+	}
+	if c.MTU < 0 || c.MTU > 65535 || (c.MTU > 0 && c.MTU < 68) {
+		return nil, spec.Errorf(spec.ErrInvalidNetworkConfig, "\"mtu\" value %d is invalid: must be 0 (kernel default) or between 68 and 65535", c.MTU)
+	}
+	if err := masq.ValidateBackend(c.IPMasqBackend); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func add(a *skel.CmdArgs) (res *spec.Result, err error) {
+	c, err := load(a)
+	if err != nil {
+		return nil, err
+	}
+	host, err := link.Current()
+	if err != nil {
+		return nil, err
+	}
+	defer host.Close()
+	cont, err := link.Open(a.Netns)
+	if err != nil {
+		if link.IsNSGone(err) {
+			return nil, spec.Errorf(spec.ErrUnknownContainer, "network namespace %q does not exist", a.Netns)
+		}
+		return nil, err
+	}
+	defer cont.Close()
+
+	res, err = skel.DelegateAdd(a, c.IPAM.Type)
+	if err != nil {
+		return nil, err
+	}
+	var cleanups []func()
+	defer func() {
+		if err != nil {
+			for i := len(cleanups) - 1; i >= 0; i-- {
+				cleanups[i]()
+			}
+		}
+	}()
+	cleanups = append(cleanups, func() { skel.DelegateVerb(a, spec.CmdDel, c.IPAM.Type) })
+	if len(res.IPs) == 0 {
+		return nil, spec.Errorf(spec.ErrInternal, "IPAM plugin %s returned no IP configuration", c.IPAM.Type)
+	}
+	for _, ipc := range res.IPs {
+		if !ipc.Gateway.IsValid() {
+			return nil, spec.Errorf(spec.ErrInvalidNetworkConfig, "IPAM gave %s no gateway: ptp routes through it", ipc.Address)
+		}
+		ipc.Interface = spec.IntPtr(idxCont)
+		if err = host.Do(func() error { return link.EnableForwarding(ipc.Address.Addr()) }); err != nil {
+			return nil, fmt.Errorf("enable forwarding: %w", err)
+		}
+	}
+
+	hostV, contV, err := host.AddVeth(cont, link.VethOpts{ContName: a.IfName, MTU: c.MTU})
+	if err != nil {
+		return nil, err
+	}
+	cleanups = append(cleanups, func() { cont.H.LinkDel(contV) })
+	res.Interfaces = []*spec.Interface{
+		{Name: hostV.Attrs().Name, Mac: hostV.Attrs().HardwareAddr.String()},
+		{Name: contV.Attrs().Name, Mac: contV.Attrs().HardwareAddr.String(), Sandbox: a.Netns},
+	}
+	if err = setupContainer(cont, contV, res); err != nil {
+		return nil, err
+	}
+	if err = setupHost(host, hostV, res); err != nil {
+		return nil, err
+	}
+	if c.IPMasq {
+		var ips []netip.Prefix
+		for _, ipc := range res.IPs {
+			ips = append(ips, ipc.Address)
+		}
+		key := masq.Key{Network: c.Name, IfName: a.IfName, ContainerID: a.ContainerID}
+		if err = masq.Setup(c.IPMasqBackend, ips, key); err != nil {
+			return nil, err
+		}
+	}
+	if !c.DNS.IsEmpty() {
+		res.DNS = c.DNS
+	}
+	return res, nil
+}
+
+// setupContainer addresses the container end without the subnet route,
+// then routes: the gateway on-link (/32 or /128), the subnet via the
+// gateway, and the IPAM routes. Everything therefore goes through the host.
+func setupContainer(cont *link.NS, l netlink.Link, res *spec.Result) error {
+	if err := cont.ConfigureIface(l, res, idxCont, link.IfaceOpts{NoPrefixRoute: true, SkipRoutes: true}); err != nil {
+		return err
+	}
+	for _, ipc := range res.IPs {
+		gw, src := ipc.Gateway, ipc.Address.Addr().AsSlice()
+		for _, r := range []*netlink.Route{
+			{LinkIndex: l.Attrs().Index, Dst: link.IPNet(netip.PrefixFrom(gw, gw.BitLen())), Scope: netlink.SCOPE_LINK, Src: src},
+			{LinkIndex: l.Attrs().Index, Dst: link.IPNet(ipc.Address.Masked()), Gw: gw.AsSlice(), Src: src},
+		} {
+			if err := cont.H.RouteAdd(r); err != nil && !errors.Is(err, unix.EEXIST) {
+				return fmt.Errorf("add route %v in container: %w", r, err)
+			}
+		}
+	}
+	return cont.AddResultRoutes(l, res, idxCont)
+}
+
+// setupHost gives the host end each gateway address (/32, /128) and a host
+// route to each container address.
+func setupHost(host *link.NS, l netlink.Link, res *spec.Result) error {
+	if err := host.H.LinkSetUp(l); err != nil {
+		return fmt.Errorf("set %q up: %w", l.Attrs().Name, err)
+	}
+	for _, ipc := range res.IPs {
+		gw := ipc.Gateway
+		addr := &netlink.Addr{IPNet: link.IPNet(netip.PrefixFrom(gw, gw.BitLen()))}
+		if gw.Is6() {
+			addr.Flags = unix.IFA_F_NODAD
+		}
+		if err := host.H.AddrAdd(l, addr); err != nil && !errors.Is(err, unix.EEXIST) {
+			return fmt.Errorf("add %s to %q: %w", gw, l.Attrs().Name, err)
+		}
+		a := ipc.Address.Addr()
+		r := &netlink.Route{LinkIndex: l.Attrs().Index, Dst: link.IPNet(netip.PrefixFrom(a, a.BitLen())), Scope: netlink.SCOPE_LINK}
+		if err := host.H.RouteAdd(r); err != nil && !errors.Is(err, unix.EEXIST) {
+			return fmt.Errorf("add host route to %s: %w", a, err)
+		}
+	}
+	return nil
+}
+
+func del(a *skel.CmdArgs) error {
+	c, err := load(a)
+	if err != nil {
+		return err
+	}
+	if err := skel.DelegateVerb(a, spec.CmdDel, c.IPAM.Type); err != nil {
+		return err
+	}
+	var removed []netip.Prefix
+	if a.Netns != "" {
+		cont, err := link.Open(a.Netns)
+		switch {
+		case link.IsNSGone(err):
+		case err != nil:
+			return err
+		default:
+			as, _, derr := cont.DelLinkWithAddrs(a.IfName)
+			cont.Close()
+			if derr != nil {
+				return derr
+			}
+			for _, ad := range as {
+				removed = append(removed, link.Prefix(ad.IPNet))
+			}
+		}
+	}
+	if c.IPMasq {
+		if len(removed) == 0 && a.Conf.PrevResult != nil {
+			for _, ipc := range a.Conf.PrevResult.IPs {
+				removed = append(removed, ipc.Address)
+			}
+		}
+		return masq.Teardown(c.IPMasqBackend, removed, masq.Key{Network: c.Name, IfName: a.IfName, ContainerID: a.ContainerID})
+	}
+	return nil
+}
+
+func check(a *skel.CmdArgs) error {
+	c, err := load(a)
+	if err != nil {
+		return err
+	}
+	if err := skel.DelegateVerb(a, spec.CmdCheck, c.IPAM.Type); err != nil {
+		return err
+	}
+	prev := a.Conf.PrevResult
+	if prev == nil {
+		return spec.Errorf(spec.ErrInvalidNetworkConfig, "CHECK requires \"prevResult\"")
+	}
+	idx := -1
+	for i, in := range prev.Interfaces {
+		if in.Name == a.IfName && in.Sandbox == a.Netns {
+			idx = i
+		}
+	}
+	if idx < 0 {
+		return spec.Errorf(spec.ErrInternal, "ptp CHECK: prevResult has no interface %q in sandbox %q", a.IfName, a.Netns)
+	}
+	cont, err := link.Open(a.Netns)
+	if err != nil {
+		if link.IsNSGone(err) {
+			return spec.Errorf(spec.ErrUnknownContainer, "network namespace %q does not exist", a.Netns)
+		}
+		return err
+	}
+	defer cont.Close()
+	l, err := cont.LinkByName(a.IfName)
+	if err != nil {
+		return spec.Errorf(spec.ErrInternal, "ptp CHECK: interface %q not found in %s: %v", a.IfName, a.Netns, err)
+	}
+	if _, ok := l.(*netlink.Veth); !ok {
+		return spec.Errorf(spec.ErrInternal, "ptp CHECK: interface %q is not a veth", a.IfName)
+	}
+	if m := prev.Interfaces[idx].Mac; m != "" && m != l.Attrs().HardwareAddr.String() {
+		return spec.Errorf(spec.ErrInternal, "ptp CHECK: interface %q MAC is %s, prevResult says %s", a.IfName, l.Attrs().HardwareAddr, m)
+	}
+	if err := cont.CheckAddrs(l, prev.IPs, idx); err != nil {
+		return spec.Errorf(spec.ErrInternal, "ptp CHECK: %v", err)
+	}
+	if err := cont.CheckRoutes(prev.Routes); err != nil {
+		return spec.Errorf(spec.ErrInternal, "ptp CHECK: %v", err)
+	}
+	return nil
+}
+
+func status(a *skel.CmdArgs) error {
+	c, err := load(a)
+	if err != nil {
+		return err
+	}
+	return skel.DelegateVerb(a, spec.CmdStatus, c.IPAM.Type)
+}
