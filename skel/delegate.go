@@ -2,6 +2,8 @@ package skel
 
 import (
 	"bytes"
+	"context"
+	"io"
 	"os"
 	"sync"
 
@@ -61,9 +63,17 @@ func Delegate(a *CmdArgs, cmd, typ string, conf []byte) ([]byte, error) {
 		return nil, err
 	}
 	env := a.Env.With("CNI_COMMAND", cmd)
+	// CmdArgs built by hand (tests, other callers) may lack these.
+	ctx, stderr := a.Ctx, a.Stderr
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if stderr == nil {
+		stderr = io.Discard
+	}
 	if p, ok := inProcess(typ, path); ok {
 		var out bytes.Buffer
-		if Run(a.Ctx, p, env, bytes.NewReader(conf), &out, a.Stderr) != 0 {
+		if Run(ctx, p, env, bytes.NewReader(conf), &out, stderr) != 0 {
 			if e, ok := spec.ParseError(out.Bytes()); ok {
 				return nil, e
 			}
@@ -71,7 +81,7 @@ func Delegate(a *CmdArgs, cmd, typ string, conf []byte) ([]byte, error) {
 		}
 		return out.Bytes(), nil
 	}
-	return invoke.Exec(a.Ctx, path, env.List(), conf, a.Stderr)
+	return invoke.Exec(ctx, path, env.List(), conf, stderr)
 }
 
 // DelegateAdd runs ADD on an IPAM (or other delegated) plugin and decodes its result.

@@ -119,6 +119,12 @@ func Run(ctx context.Context, p Plugin, env Env, stdin io.Reader, stdout, stderr
 		return 0
 	}
 	ce := spec.AsError(err, spec.ErrInternal)
+	if ce.Code == 0 {
+		// Code 0 would read as "no error" to a runtime (spec.ParseError).
+		c := *ce
+		c.Code = spec.ErrInternal
+		ce = &c
+	}
 	if version == "" {
 		version = spec.Current
 	}

@@ -36,7 +36,8 @@ func FormatCNIArgs(pairs [][2]string) string {
 }
 
 // LoadCNIArgs fills the exported fields of the struct pointed to by into from
-// CNI_ARGS. A field's key is its `cni:"KEY"` tag or else its name. Fields may
+// CNI_ARGS. A field's key is its `cni:"KEY"` tag or else its name; fields of
+// embedded structs count as the outer struct's. Fields may
 // be strings, bools, integers, or implement encoding.TextUnmarshaler (also
 // through a pointer). A key with no field is an error (code 2) unless the args
 // contain IgnoreUnknown=true/1, as the reference convention has it.
@@ -49,19 +50,8 @@ func LoadCNIArgs(s string, into any) error {
 	if rv.Kind() != reflect.Pointer || rv.Elem().Kind() != reflect.Struct {
 		return fmt.Errorf("LoadCNIArgs: need a pointer to a struct, got %T", into)
 	}
-	sv := rv.Elem()
 	fields := map[string]reflect.Value{}
-	for i := 0; i < sv.NumField(); i++ {
-		f := sv.Type().Field(i)
-		if !f.IsExported() {
-			continue
-		}
-		key := f.Name
-		if tag := f.Tag.Get("cni"); tag != "" {
-			key = tag
-		}
-		fields[key] = sv.Field(i)
-	}
+	collectArgFields(rv.Elem(), fields)
 	ignoreUnknown := false
 	for _, p := range pairs {
 		if p[0] == "IgnoreUnknown" {
@@ -88,6 +78,41 @@ func LoadCNIArgs(s string, into any) error {
 }
 
 var textUnmarshaler = reflect.TypeFor[encoding.TextUnmarshaler]()
+
+// collectArgFields maps CNI_ARGS keys to the settable fields of struct sv.
+// Fields of embedded structs are promoted (so a plugin can embed a shared
+// args struct, as with the reference's CommonArgs); as in Go, a shallower
+// field wins over a promoted one of the same name.
+func collectArgFields(sv reflect.Value, fields map[string]reflect.Value) {
+	var embedded []reflect.Value
+	for i := 0; i < sv.NumField(); i++ {
+		f := sv.Type().Field(i)
+		fv := sv.Field(i)
+		if f.Anonymous && f.Type.Kind() == reflect.Struct && !reflect.PointerTo(f.Type).Implements(textUnmarshaler) {
+			embedded = append(embedded, fv)
+			continue
+		}
+		if !f.IsExported() || !fv.CanSet() {
+			continue
+		}
+		key := f.Name
+		if tag := f.Tag.Get("cni"); tag != "" {
+			key = tag
+		}
+		if _, dup := fields[key]; !dup {
+			fields[key] = fv
+		}
+	}
+	for _, e := range embedded {
+		inner := map[string]reflect.Value{}
+		collectArgFields(e, inner)
+		for k, v := range inner {
+			if _, dup := fields[k]; !dup {
+				fields[k] = v
+			}
+		}
+	}
+}
 
 func setField(f reflect.Value, v string) error {
 	if f.Kind() == reflect.Pointer {

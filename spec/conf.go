@@ -112,19 +112,32 @@ func (l *ConfList) Version() string {
 	return HighestCommon(l.CNIVersion, l.CNIVersions, nil)
 }
 
-// flexBool accepts true/false and the strings "true"/"false", as libcni does.
-type flexBool bool
-
-func (b *flexBool) UnmarshalJSON(d []byte) error {
-	switch strings.ToLower(strings.Trim(string(bytes.TrimSpace(d)), `"`)) {
-	case "true":
-		*b = true
-	case "false", "null", "":
-		*b = false
-	default:
-		return fmt.Errorf("invalid boolean %s", d)
+// flexBool reads a boolean key that may also be written as the string
+// "true" or "false" (any case), as libcni accepts. Absent or null is false.
+// Errors name the key and the value.
+func flexBool(key string, raw json.RawMessage) (bool, error) {
+	if raw == nil {
+		return false, nil
 	}
-	return nil
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return false, NewError(ErrDecodingFailure, fmt.Sprintf("failed to decode %q", key), err.Error())
+	}
+	switch b := v.(type) {
+	case nil:
+		return false, nil
+	case bool:
+		return b, nil
+	case string:
+		switch strings.ToLower(b) {
+		case "true":
+			return true, nil
+		case "false":
+			return false, nil
+		}
+		return false, Errorf(ErrInvalidNetworkConfig, "%q value %q is invalid: must be true or false", key, b)
+	}
+	return false, Errorf(ErrDecodingFailure, "%q value %s is invalid: must be a boolean", key, raw)
 }
 
 // ParseConfList parses and validates a network configuration list.
@@ -133,21 +146,37 @@ func ParseConfList(data []byte) (*ConfList, error) {
 		CNIVersion             string            `json:"cniVersion"`
 		CNIVersions            []string          `json:"cniVersions"`
 		Name                   string            `json:"name"`
-		DisableCheck           flexBool          `json:"disableCheck"`
-		DisableGC              flexBool          `json:"disableGC"`
-		LoadOnlyInlinedPlugins flexBool          `json:"loadOnlyInlinedPlugins"`
+		DisableCheck           json.RawMessage   `json:"disableCheck"`
+		DisableGC              json.RawMessage   `json:"disableGC"`
+		LoadOnlyInlinedPlugins json.RawMessage   `json:"loadOnlyInlinedPlugins"`
 		Plugins                []json.RawMessage `json:"plugins"`
 	}
 	if err := json.Unmarshal(data, &w); err != nil {
 		return nil, NewError(ErrDecodingFailure, "failed to decode network configuration list", err.Error())
 	}
+	if bytes.Equal(bytes.TrimSpace(data), []byte("null")) {
+		return nil, Errorf(ErrDecodingFailure, "network configuration list is not a JSON object")
+	}
 	if err := ValidateNetworkName(w.Name); err != nil {
 		return nil, err
 	}
-	l := &ConfList{
-		CNIVersion: w.CNIVersion, CNIVersions: w.CNIVersions, Name: w.Name,
-		DisableCheck: bool(w.DisableCheck), DisableGC: bool(w.DisableGC),
-		LoadOnlyInlinedPlugins: bool(w.LoadOnlyInlinedPlugins), Bytes: bytes.Clone(data),
+	l := &ConfList{CNIVersion: w.CNIVersion, CNIVersions: w.CNIVersions, Name: w.Name, Bytes: bytes.Clone(data)}
+	for _, b := range []struct {
+		key string
+		raw json.RawMessage
+		dst *bool
+	}{
+		{"disableCheck", w.DisableCheck, &l.DisableCheck},
+		{"disableGC", w.DisableGC, &l.DisableGC},
+		{"loadOnlyInlinedPlugins", w.LoadOnlyInlinedPlugins, &l.LoadOnlyInlinedPlugins},
+	} {
+		v, err := flexBool(b.key, b.raw)
+		if err != nil {
+			ce := AsError(err, ErrDecodingFailure)
+			ce.Msg = fmt.Sprintf("network %q: %s", w.Name, ce.Msg)
+			return nil, ce
+		}
+		*b.dst = v
 	}
 	if err := l.checkVersion(); err != nil {
 		return nil, err

@@ -64,6 +64,10 @@ func (d DNS) IsEmpty() bool {
 	return len(d.Nameservers) == 0 && d.Domain == "" && len(d.Search) == 0 && len(d.Options) == 0
 }
 
+// IsZero lets `omitzero` leave out a dns dictionary whose lists are empty
+// but non-nil (as decoded from "nameservers": []), instead of writing {}.
+func (d DNS) IsZero() bool { return d.IsEmpty() }
+
 // IntPtr is a convenience for Interface indexes and optional route fields.
 func IntPtr(i int) *int { return &i }
 
@@ -79,10 +83,16 @@ func (r *Result) Clone() *Result {
 		Options:     append([]string(nil), r.DNS.Options...),
 	}}
 	for _, i := range r.Interfaces {
+		if i == nil {
+			continue
+		}
 		c := *i
 		out.Interfaces = append(out.Interfaces, &c)
 	}
 	for _, ip := range r.IPs {
+		if ip == nil {
+			continue
+		}
 		c := *ip
 		if ip.Interface != nil {
 			c.Interface = IntPtr(*ip.Interface)
@@ -90,6 +100,9 @@ func (r *Result) Clone() *Result {
 		out.IPs = append(out.IPs, &c)
 	}
 	for _, rt := range r.Routes {
+		if rt == nil {
+			continue
+		}
 		c := *rt
 		if rt.Table != nil {
 			c.Table = IntPtr(*rt.Table)
@@ -153,6 +166,9 @@ func ParseResult(data []byte, fallback string) (*Result, error) {
 	if err := json.Unmarshal(data, &probe); err != nil {
 		return nil, NewError(ErrDecodingFailure, "failed to decode result", err.Error())
 	}
+	if bytes.Equal(bytes.TrimSpace(data), []byte("null")) {
+		return nil, Errorf(ErrDecodingFailure, "failed to decode result: not a JSON object (null)")
+	}
 	v := probe.CNIVersion
 	if v == "" {
 		v = fallback
@@ -182,7 +198,10 @@ func ParseResult(data []byte, fallback string) (*Result, error) {
 				return nil, Errorf(ErrDecodingFailure, "%s result: ip block without a valid \"ip\"", v)
 			}
 			r.IPs = append(r.IPs, &IPConfig{Address: blk.IP, Gateway: blk.Gateway})
-			for _, rt := range blk.Routes {
+			for i, rt := range blk.Routes {
+				if !rt.Dst.IsValid() {
+					return nil, Errorf(ErrDecodingFailure, "%s result: routes[%d] has no valid \"dst\"", v, i)
+				}
 				r.Routes = append(r.Routes, &Route{Dst: rt.Dst, GW: rt.GW})
 			}
 		}
@@ -247,7 +266,11 @@ func (r *Result) Encode(version string) ([]byte, error) {
 	w := wireCurrent{CNIVersion: version, DNS: r.DNS}
 	full := Compare(version, V110) >= 0
 	withVersion := Compare(version, V100) < 0
+	// Nil entries (only possible in a model built in code) are skipped.
 	for _, in := range r.Interfaces {
+		if in == nil {
+			continue
+		}
 		c := *in
 		if !full {
 			c.MTU, c.SocketPath, c.PciID = 0, "", ""
@@ -255,6 +278,9 @@ func (r *Result) Encode(version string) ([]byte, error) {
 		w.Interfaces = append(w.Interfaces, &c)
 	}
 	for _, ip := range r.IPs {
+		if ip == nil {
+			continue
+		}
 		wi := wireIP{Interface: ip.Interface, Address: ip.Address, Gateway: ip.Gateway}
 		if withVersion {
 			wi.Version = "6"
@@ -265,6 +291,9 @@ func (r *Result) Encode(version string) ([]byte, error) {
 		w.IPs = append(w.IPs, wi)
 	}
 	for _, rt := range r.Routes {
+		if rt == nil {
+			continue
+		}
 		c := *rt
 		if !full {
 			c = Route{Dst: rt.Dst, GW: rt.GW}
@@ -277,6 +306,9 @@ func (r *Result) Encode(version string) ([]byte, error) {
 func (r *Result) to020(version string) *wire020 {
 	w := &wire020{CNIVersion: version, DNS: r.DNS}
 	for _, ip := range r.IPs {
+		if ip == nil {
+			continue
+		}
 		blk := &wireIPConf020{IP: ip.Address, Gateway: ip.Gateway}
 		if ip.Address.Addr().Is4() {
 			if w.IP4 == nil {
@@ -287,6 +319,9 @@ func (r *Result) to020(version string) *wire020 {
 		}
 	}
 	for _, rt := range r.Routes {
+		if rt == nil {
+			continue
+		}
 		blk := w.IP6
 		if rt.Dst.Addr().Is4() {
 			blk = w.IP4
@@ -308,8 +343,10 @@ func Convert(data []byte, fallback, target string) ([]byte, error) {
 }
 
 // MarshalJSON encodes in r.CNIVersion's format (Current if unset), so a
-// *Result can be embedded in other JSON (caches, prevResult) directly.
-func (r *Result) MarshalJSON() ([]byte, error) { return r.Encode("") }
+// Result can be embedded in other JSON (caches, prevResult) directly. The
+// value receiver makes a Result held by value encode this way too, instead
+// of silently falling back to Go's field-by-field encoding.
+func (r Result) MarshalJSON() ([]byte, error) { return r.Encode("") }
 
 // UnmarshalJSON decodes any version, taking the version from the data.
 func (r *Result) UnmarshalJSON(data []byte) error {

@@ -48,8 +48,9 @@ func ParseVersion(v string) (Semver, error) {
 	}
 	var nums [3]int
 	for i, p := range parts {
+		// Digits only: Atoi alone would take "+1".
 		n, err := strconv.Atoi(p)
-		if err != nil || n < 0 || p == "" {
+		if err != nil || n < 0 || p == "" || strings.Trim(p, "0123456789") != "" {
 			return Semver{}, fmt.Errorf("invalid version %q", v)
 		}
 		nums[i] = n

@@ -55,10 +55,11 @@ func SplitPath(p string) []string {
 // its stdout. On a non-zero exit the plugin's error JSON becomes a
 // *spec.Error with its code; unstructured failures get code 999 with the
 // plugin's stderr. Exec retries a few times on ETXTBSY, which happens when the
-// binary was just written by a concurrent installer.
+// binary was just written by a concurrent installer; if it stays busy, or the
+// context ends, the error has code 11 (try again later).
 func Exec(ctx context.Context, path string, env []string, stdin []byte, stderr io.Writer) ([]byte, error) {
 	var lastErr error
-	for attempt := 0; attempt < 5; attempt++ {
+	for attempt := 0; attempt < execAttempts; attempt++ {
 		out, err := execOnce(ctx, path, env, stdin, stderr)
 		if err == nil || !errors.Is(err, syscall.ETXTBSY) {
 			return out, err
@@ -66,17 +67,26 @@ func Exec(ctx context.Context, path string, env []string, stdin []byte, stderr i
 		lastErr = err
 		select {
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return nil, spec.Errorf(spec.ErrTryAgainLater, "plugin %s: %v (while %v)", filepath.Base(path), ctx.Err(), err)
 		case <-time.After(time.Duration(attempt+1) * 20 * time.Millisecond):
 		}
 	}
-	return nil, lastErr
+	return nil, spec.Errorf(spec.ErrTryAgainLater, "failed to run plugin %s: %v", path, lastErr)
 }
+
+// execAttempts bounds the ETXTBSY retries (about 200ms of waiting in all).
+const execAttempts = 5
+
+// waitDelay bounds how long Exec waits, after the plugin was killed on
+// timeout, for its output pipes to close: a child the plugin left behind
+// may hold them open indefinitely.
+const waitDelay = 500 * time.Millisecond
 
 func execOnce(ctx context.Context, path string, env []string, stdin []byte, stderr io.Writer) ([]byte, error) {
 	var stdout, errBuf bytes.Buffer
 	cmd := exec.CommandContext(ctx, path)
 	cmd.Env = env
+	cmd.WaitDelay = waitDelay
 	cmd.Stdin = bytes.NewReader(stdin)
 	cmd.Stdout = &stdout
 	if stderr != nil {
@@ -85,7 +95,9 @@ func execOnce(ctx context.Context, path string, env []string, stdin []byte, stde
 		cmd.Stderr = &errBuf
 	}
 	err := cmd.Run()
-	if err == nil {
+	// ErrWaitDelay after a clean exit: the plugin succeeded but left a child
+	// holding its stdout; what it wrote before exiting is its answer.
+	if err == nil || (errors.Is(err, exec.ErrWaitDelay) && ctx.Err() == nil && cmd.ProcessState != nil && cmd.ProcessState.Success()) {
 		return stdout.Bytes(), nil
 	}
 	if errors.Is(err, syscall.ETXTBSY) {
