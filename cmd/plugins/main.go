@@ -14,6 +14,8 @@ import (
 	"github.com/patchbay-cni/patchbay/plugins/bridge"
 	"github.com/patchbay-cni/patchbay/plugins/loopback"
 	"github.com/patchbay-cni/patchbay/plugins/ptp"
+	"github.com/patchbay-cni/patchbay/plugins/static"
+	"github.com/patchbay-cni/patchbay/plugins/tuning"
 	"github.com/patchbay-cni/patchbay/skel"
 )
 
@@ -22,6 +24,8 @@ var plugins = []skel.Plugin{
 	bridge.Plugin(),
 	loopback.Plugin(),
 	ptp.Plugin(),
+	static.Plugin(),
+	tuning.Plugin(),
 }
 
 func main() {

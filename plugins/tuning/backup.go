@@ -1,0 +1,89 @@
+package tuning
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/patchbay-cni/patchbay/spec"
+)
+
+// saved holds the values an ADD replaced, restored by DEL. The file is the
+// reference's: <dataDir>/<containerID>_<ifname>.json with these keys, so a
+// node switching plugins restores either one's changes. SysCtl is our
+// addition (the reference does not restore sysctls); the reference ignores
+// it.
+type saved struct {
+	Mac      string `json:"mac,omitempty"`
+	Promisc  *bool  `json:"promisc,omitempty"`
+	MTU      int    `json:"mtu,omitempty"`
+	Allmulti *bool  `json:"allmulti,omitempty"`
+	TxQLen   *int   `json:"txQLen,omitempty"`
+	// SysCtl maps a key's path under /proc/sys (slash separated, e.g.
+	// net/ipv4/conf/eth0/arp_notify) to its previous value.
+	SysCtl map[string]string `json:"sysctl,omitempty"`
+}
+
+func (s *saved) empty() bool {
+	return s.Mac == "" && s.Promisc == nil && s.MTU == 0 && s.Allmulti == nil && s.TxQLen == nil && len(s.SysCtl) == 0
+}
+
+func backupPath(dataDir, containerID, ifName string) string {
+	return filepath.Join(dataDir, containerID+"_"+ifName+".json")
+}
+
+// readSaved returns the saved values; found is false when there is no file.
+func readSaved(path string) (s *saved, found bool, err error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return &saved{}, false, nil
+	}
+	if err != nil {
+		return nil, false, spec.Errorf(spec.ErrIOFailure, "tuning: read saved values %s: %v", path, err)
+	}
+	s = &saved{}
+	if err := json.Unmarshal(data, s); err != nil {
+		return nil, true, spec.Errorf(spec.ErrDecodingFailure, "tuning: saved values %s are corrupt: %v", path, err)
+	}
+	return s, true, nil
+}
+
+// writeSaved replaces the file atomically (temp file and rename), so a
+// crash never leaves half a record for DEL to trip over.
+func writeSaved(path string, s *saved) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return spec.Errorf(spec.ErrIOFailure, "tuning: create dataDir %s: %v", dir, err)
+	}
+	data, err := json.MarshalIndent(s, "", " ")
+	if err != nil {
+		return fmt.Errorf("encode saved values: %w", err)
+	}
+	f, err := os.CreateTemp(dir, ".tmp-*")
+	if err != nil {
+		return spec.Errorf(spec.ErrIOFailure, "tuning: save previous values in %s: %v", dir, err)
+	}
+	_, werr := f.Write(data)
+	cerr := f.Close()
+	if werr == nil {
+		werr = cerr
+	}
+	if werr == nil {
+		werr = os.Rename(f.Name(), path)
+	}
+	if werr != nil {
+		os.Remove(f.Name())
+		return spec.Errorf(spec.ErrIOFailure, "tuning: save previous values to %s: %v", path, werr)
+	}
+	return nil
+}
+
+func removeSaved(path string) error {
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return spec.Errorf(spec.ErrIOFailure, "tuning: remove %s: %v", path, err)
+	}
+	return nil
+}
