@@ -13,6 +13,7 @@ import (
 
 	"github.com/patchbay-cni/patchbay/plugins/bridge"
 	"github.com/patchbay-cni/patchbay/plugins/loopback"
+	"github.com/patchbay-cni/patchbay/plugins/portmap"
 	"github.com/patchbay-cni/patchbay/plugins/ptp"
 	"github.com/patchbay-cni/patchbay/plugins/static"
 	"github.com/patchbay-cni/patchbay/plugins/tuning"
@@ -23,6 +24,7 @@ import (
 var plugins = []skel.Plugin{
 	bridge.Plugin(),
 	loopback.Plugin(),
+	portmap.Plugin(),
 	ptp.Plugin(),
 	static.Plugin(),
 	tuning.Plugin(),
