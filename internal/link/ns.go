@@ -31,7 +31,7 @@ func Current() (*NS, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open current network namespace: %w", err)
 	}
-	h, err := netlink.NewHandle()
+	h, err := netlink.NewHandle(unix.NETLINK_ROUTE)
 	if err != nil {
 		fd.Close()
 		return nil, fmt.Errorf("open netlink handle: %w", err)
@@ -49,7 +49,7 @@ func Open(path string) (*NS, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open network namespace %q: %w", path, err)
 	}
-	h, err := netlink.NewHandleAt(fd)
+	h, err := netlink.NewHandleAt(fd, unix.NETLINK_ROUTE)
 	if err != nil {
 		fd.Close()
 		return nil, fmt.Errorf("open netlink handle in %q: %w", path, err)

@@ -332,3 +332,33 @@ func TestResultVersions(t *testing.T) {
 		h.mustDel(conf, id, contPath, "eth0")
 	}
 }
+
+// A failure after IPAM (here: the bridge already has another gateway
+// address and forceAddress is off) releases the address and the veth.
+func TestAddFailureAfterIPAMReleases(t *testing.T) {
+	h := newHarness(t)
+	cont, contPath := h.container()
+	in(t, h.host, "ip", "link", "add", "pbbr0", "type", "bridge")
+	in(t, h.host, "ip", "addr", "add", "10.99.0.1/24", "dev", "pbbr0")
+	conf := h.conf("1.1.0", map[string]any{"isGateway": true}, "10.34.0.0/24")
+	out, code := h.run("ADD", conf, "ff", contPath, "eth0")
+	if code == 0 || !strings.Contains(out, "already has an IP address") {
+		t.Fatalf("ADD: code %d: %s", code, out)
+	}
+	if a := h.allocated(); len(a) != 0 {
+		t.Errorf("IPAM not released: %v", a)
+	}
+	if got := in(t, cont, "ip", "-o", "link"); strings.Contains(got, "eth0") {
+		t.Errorf("container veth left: %s", got)
+	}
+	if got := in(t, h.host, "ip", "-o", "link"); strings.Contains(got, "veth") {
+		t.Errorf("host veth left: %s", got)
+	}
+	// forceAddress replaces the old address.
+	conf = h.conf("1.1.0", map[string]any{"isGateway": true, "forceAddress": true}, "10.34.0.0/24")
+	h.mustAdd(conf, "ff", contPath, "eth0")
+	if got := in(t, h.host, "ip", "-4", "-o", "addr", "show", "dev", "pbbr0"); !strings.Contains(got, "10.34.0.1/24") || strings.Contains(got, "10.99.0.1") {
+		t.Errorf("bridge addresses with forceAddress: %s", got)
+	}
+	h.mustDel(conf, "ff", contPath, "eth0")
+}
