@@ -17,8 +17,17 @@ import (
 //	  chain prerouting  (nat, prerouting, dstnat): fib daddr type local jump hostports
 //	  chain output      (nat, output, dstnat):     fib daddr type local jump hostports
 //	  chain hostports:   one DNAT rule per mapping and family, commented with the key
-//	  chain masquerade  (nat, postrouting, srcnat): hairpin and 127.0.0.1 masquerade
-//	                     rules per attachment, commented with the key
+//	  chain masquerade  (nat, postrouting, srcnat), per attachment, commented with the key:
+//	    ip saddr <container subnet> ip daddr <container> ct status dnat masquerade
+//	      (hairpin, and peers on its subnet, which it would otherwise answer directly)
+//	    ip saddr 127.0.0.1 ip daddr <container> masquerade   (IPv4 only)
+//	    with masqAll instead: ip daddr <container> ct status dnat masquerade
+//
+// markMasqBit is not used by this backend: masquerading is decided in
+// postrouting from addresses and conntrack state, as in the reference's
+// nftables backend. Conditions (conditionsV4/V6) are added to each DNAT
+// rule of the attachment rather than to the shared entry rules, so that
+// networks with different conditions do not overwrite each other's.
 //
 // Why comments rather than per-attachment chains or set elements: a rule
 // comment carries the full key (network, containerID, ifname), so DEL and
@@ -111,11 +120,24 @@ func (b *nftBackend) expected(r *request) (ports, masq []*nftables.Rule, err err
 	return ports, masq, nil
 }
 
+// attempts bounds the retries of a transaction that lost a race (a rule
+// listed for deletion was deleted meanwhile by a concurrent call).
+const attempts = 3
+
 func (b *nftBackend) Add(r *request) error {
 	ports, masq, err := b.expected(r)
 	if err != nil {
 		return err
 	}
+	for i := 1; ; i++ {
+		err := b.addOnce(r, append(ports, masq...))
+		if err == nil || i == attempts {
+			return err
+		}
+	}
+}
+
+func (b *nftBackend) addOnce(r *request, rules []*nftables.Rule) error {
 	c, err := nftables.New(nftables.AsLasting())
 	if err != nil {
 		return fmt.Errorf("open nftables: %w", err)
@@ -140,7 +162,7 @@ func (b *nftBackend) Add(r *request) error {
 			return err
 		}
 	}
-	for _, rl := range append(ports, masq...) {
+	for _, rl := range rules {
 		c.AddRule(rl)
 	}
 	if err := c.Flush(); err != nil {
@@ -194,6 +216,15 @@ func (b *nftBackend) presentChains(c *nftables.Conn) (map[string]bool, error) {
 }
 
 func (b *nftBackend) remove(match func(string) bool) error {
+	for i := 1; ; i++ {
+		err := b.removeOnce(match)
+		if err == nil || i == attempts {
+			return err
+		}
+	}
+}
+
+func (b *nftBackend) removeOnce(match func(string) bool) error {
 	c, err := nftables.New(nftables.AsLasting())
 	if err != nil {
 		return fmt.Errorf("open nftables: %w", err)

@@ -128,4 +128,25 @@ func TestNftablesHostIPAndOptions(t *testing.T) {
 	expectNoDial(t, "to another host address", tp.clientPath, hp(c0.gw4, "9090"))
 	mustRun(t, tp.hostPath, "CHECK", "ctr0", "eth0", c0.path, conf)
 	mustRun(t, tp.hostPath, "DEL", "ctr0", "eth0", c0.path, conf)
+
+	// masqAll, sctp and an IPv6 hostIP; CHECK compares the kernel's rules
+	// with the expected ones expression by expression.
+	conf = netConf(t, c0.prevResult(), []spec.PortMapping{
+		{HostPort: 9092, ContainerPort: 80, Protocol: "sctp"},
+		{HostPort: 9093, ContainerPort: 80, HostIP: hostClientIP6},
+	}, map[string]any{"masqAll": true})
+	mustRun(t, tp.hostPath, "ADD", "ctr0", "eth0", c0.path, conf)
+	rs = ruleset(t, tp.host)
+	for _, want := range []string{
+		"ip daddr " + c0.ip4 + " ct status dnat masquerade",
+		"sctp dport 9092 dnat ip to " + c0.ip4 + ":80",
+		"ip6 daddr " + hostClientIP6 + " tcp dport 9093 dnat ip6 to [" + c0.ip6 + "]:80",
+	} {
+		if !strings.Contains(rs, want) {
+			t.Errorf("ruleset lacks %q:\n%s", want, rs)
+		}
+	}
+	expectDial(t, "to IPv6 hostIP with masqAll", tp.clientPath, hp(hostClientIP6, "9093"), "c0 "+c0.gw6)
+	mustRun(t, tp.hostPath, "CHECK", "ctr0", "eth0", c0.path, conf)
+	mustRun(t, tp.hostPath, "DEL", "ctr0", "eth0", c0.path, conf)
 }
