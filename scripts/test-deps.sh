@@ -16,6 +16,7 @@ command -v ip >/dev/null || need_pkgs+=(iproute2)
 command -v nft >/dev/null || need_pkgs+=(nftables)
 command -v iptables >/dev/null || need_pkgs+=(iptables)
 command -v ping >/dev/null || need_pkgs+=(iputils-ping)
+command -v strace >/dev/null || need_pkgs+=(strace)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
 	echo "installing Debian packages: ${need_pkgs[*]}"
 	export DEBIAN_FRONTEND=noninteractive

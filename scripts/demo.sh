@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# make demo: the seed chain on embedded defaults (see cmd/patchbay-demo).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if [ "$(id -u)" != 0 ]; then echo "make demo must run as root" >&2; exit 1; fi
+command -v ip >/dev/null || { apt-get update -qq && apt-get install -y -qq iproute2 >/dev/null; }
+go run ./cmd/patchbay-demo -bin bin
