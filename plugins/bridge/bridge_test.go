@@ -362,3 +362,22 @@ func TestAddFailureAfterIPAMReleases(t *testing.T) {
 	}
 	h.mustDel(conf, "ff", contPath, "eth0")
 }
+
+// enabledad keeps DAD and ADD returns only once the address is usable.
+func TestEnableDADWaits(t *testing.T) {
+	h := newHarness(t)
+	cont, contPath := h.container()
+	conf := h.conf("1.1.0", map[string]any{"enabledad": true, "runtimeConfig": map[string]string{"mac": "02:11:22:33:44:55"}}, "fd00:35::/64")
+	r, _ := h.mustAdd(conf, "dad", contPath, "eth0")
+	if r.Interfaces[2].Mac != "02:11:22:33:44:55" {
+		t.Errorf("runtimeConfig.mac not applied: %s", r.Interfaces[2].Mac)
+	}
+	if got := in(t, cont, "sysctl", "-n", "net.ipv6.conf.eth0.accept_dad"); got != "1" {
+		t.Errorf("accept_dad = %s, want 1", got)
+	}
+	out := in(t, cont, "ip", "-6", "-o", "addr", "show", "dev", "eth0", "scope", "global")
+	if !strings.Contains(out, "fd00:35::2/64") || strings.Contains(out, "tentative") || strings.Contains(out, "nodad") {
+		t.Errorf("address after DAD: %s", out)
+	}
+	h.mustDel(conf, "dad", contPath, "eth0")
+}
