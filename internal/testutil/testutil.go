@@ -44,6 +44,9 @@ func NewNSLoDown(t testing.TB, prefix string) (string, string) {
 		t.Fatalf("ip netns add %s: %v: %s", name, err, out)
 	}
 	t.Cleanup(func() {
+		if _, err := os.Stat("/run/netns/" + name); os.IsNotExist(err) {
+			return // the test deleted it itself (e.g. DEL after the netns is gone)
+		}
 		if out, err := exec.Command("ip", "netns", "del", name).CombinedOutput(); err != nil {
 			t.Errorf("ip netns del %s: %v: %s", name, err, out)
 		}
