@@ -24,8 +24,10 @@ import (
 )
 
 // defaultConflist is the spec's example network ("dbnet"), with the bridge as
-// the subnet's gateway so the demo host can reach the containers, and
-// host-local's dataDir in the demo's temporary directory.
+// the subnet's gateway so the demo host can reach the containers, hairpin
+// mode so a container can reach its own port mapping (needed whenever
+// br_netfilter is loaded, as kubelet configures it), and host-local's
+// dataDir in the demo's temporary directory.
 const defaultConflist = `{
   "cniVersion": "1.1.0",
   "cniVersions": ["0.3.1", "0.4.0", "1.0.0", "1.1.0"],
@@ -35,6 +37,7 @@ const defaultConflist = `{
       "type": "bridge",
       "bridge": "cni0",
       "isGateway": true,
+      "hairpinMode": true,
       "keyA": ["some more", "plugin specific", "configuration"],
       "ipam": {
         "type": "host-local",
@@ -68,6 +71,9 @@ func main() {
 	code := d.run()
 	if d.failed { // a deferred DEL or cleanup step may fail after run returns
 		code = 1
+	}
+	if code == 0 {
+		fmt.Println("\ndemo finished: every step passed and everything was removed")
 	}
 	os.Exit(code)
 }
@@ -204,7 +210,6 @@ func (d *demo) run() int {
 	if d.failed {
 		return 1
 	}
-	defer fmt.Println("\ndemo finished")
 	return 0
 }
 
