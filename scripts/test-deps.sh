@@ -42,3 +42,4 @@ if [ ! -x "$REF_BIN/cnitool" ]; then
 	echo "installing reference cnitool $CNITOOL_VERSION into $REF_BIN"
 	GOBIN="$REF_BIN" go install "github.com/containernetworking/cni/cnitool@$CNITOOL_VERSION"
 fi
+bash "$(dirname "${BASH_SOURCE[0]}")/podman-deps.sh"

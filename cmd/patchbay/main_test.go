@@ -273,21 +273,15 @@ func TestCLIListVersionHelp(t *testing.T) {
 }
 
 // cnitool runs the reference cnitool v1.3.1 in the host netns with libcni's
-// fixed cache dir /var/lib/cni redirected to c.cacheDir: a private mount
-// namespace bind-mounts a temp dir over /var/lib, so the machine's own
-// /var/lib/cni is never touched.
+// fixed cache dir redirected to c.cacheDir (see testutil.Cnitool).
 func (c *cli) cnitool(args ...string) {
 	c.t.Helper()
 	varlib := filepath.Dir(c.cacheDir) // holds "cache"; exposed as /var/lib
 	if err := os.Symlink("cache", filepath.Join(varlib, "cni")); err != nil && !errors.Is(err, os.ErrExist) {
 		c.t.Fatal(err)
 	}
-	script := `mount --bind "$1" /var/lib && shift && exec ip netns exec "$@"`
-	argv := append([]string{"--mount", "--propagation", "private", "sh", "-c", script, "sh", varlib, c.host,
-		filepath.Join(testutil.RefBin(c.t), "cnitool")}, args...)
-	cmd := exec.Command("unshare", argv...)
-	cmd.Env = append(os.Environ(), "NETCONFPATH="+c.confDir, "CNI_PATH="+testutil.RefBin(c.t))
-	if out, err := cmd.CombinedOutput(); err != nil {
+	env := []string{"NETCONFPATH=" + c.confDir, "CNI_PATH=" + testutil.RefBin(c.t)}
+	if out, err := testutil.Cnitool(c.t, c.host, varlib, env, args...); err != nil {
 		c.t.Fatalf("cnitool %v: %v: %s", args, err, out)
 	}
 }

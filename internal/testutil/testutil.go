@@ -86,3 +86,19 @@ func OurBin(t testing.TB) string { return dirFromEnv(t, "PATCHBAY_BIN", "our bin
 func RefBin(t testing.TB) string {
 	return dirFromEnv(t, "PATCHBAY_REF_BIN", "the reference plugins and cnitool")
 }
+
+// Cnitool runs the reference cnitool inside the named host namespace with
+// extra environment (NETCONFPATH, CNI_PATH, CAP_ARGS, ...). libcni's cache
+// dir is fixed at /var/lib/cni, so cnitool runs in a private mount namespace
+// where varlib (a temp dir) is bind-mounted over /var/lib: the machine's own
+// /var/lib/cni is never touched. varlib/cni is where its cache lands.
+func Cnitool(t testing.TB, hostNS, varlib string, env []string, args ...string) (string, error) {
+	t.Helper()
+	script := `mount --bind "$1" /var/lib && shift && exec ip netns exec "$@"`
+	argv := append([]string{"--mount", "--propagation", "private", "sh", "-c", script, "sh", varlib, hostNS,
+		filepath.Join(RefBin(t), "cnitool")}, args...)
+	cmd := exec.Command("unshare", argv...)
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
