@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,14 +12,26 @@ import (
 	"github.com/patchbay-cni/patchbay/spec"
 )
 
-// cnitool runs the reference cnitool inside the test host namespace, with
-// our bin/ as CNI_PATH and a private cache dir so nothing lands in /var/lib/cni.
+// cnitool runs the reference cnitool inside the test host namespace with our
+// bin/ as CNI_PATH and libcni's cache in a temp dir (testutil.Cnitool).
 func cnitool(t *testing.T, hostNS, confDir string, args ...string) (string, error) {
 	t.Helper()
-	cmd := exec.Command("ip", append([]string{"netns", "exec", hostNS, filepath.Join(testutil.RefBin(t), "cnitool")}, args...)...)
-	cmd.Env = append(os.Environ(), "NETCONFPATH="+confDir, "CNI_PATH="+testutil.OurBin(t))
-	out, err := cmd.CombinedOutput()
-	return string(out), err
+	return cnitoolEnv(t, hostNS, confDir, nil, args...)
+}
+
+func cnitoolEnv(t *testing.T, hostNS, confDir string, env []string, args ...string) (string, error) {
+	t.Helper()
+	env = append([]string{"NETCONFPATH=" + confDir, "CNI_PATH=" + testutil.OurBin(t)}, env...)
+	return testutil.Cnitool(t, hostNS, varlibFor(t, confDir), env, args...)
+}
+
+// varlibFor gives each conf dir its own /var/lib stand-in, next to it.
+func varlibFor(t *testing.T, confDir string) string {
+	d := confDir + "-varlib"
+	if err := os.MkdirAll(d, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return d
 }
 
 func loIsUp(t *testing.T, ns string) bool {
