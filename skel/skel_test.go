@@ -389,3 +389,41 @@ func TestDecodeConf(t *testing.T) {
 		t.Errorf("DecodeConf error = %v", err)
 	}
 }
+
+// The spec appendix's CHECK request for bridge, verbatim: its prevResult has
+// no cniVersion and is read as the request's 1.1.0.
+const appendixCheckBridge = `{
+  "cniVersion": "1.1.0",
+  "name": "dbnet",
+  "type": "bridge",
+  "bridge": "cni0",
+  "keyA": ["some more", "plugin specific", "configuration"],
+  "ipam": {"type": "host-local", "subnet": "10.1.0.0/16", "gateway": "10.1.0.1"},
+  "dns": {"nameservers": [ "10.1.0.1" ]},
+  "prevResult": {
+    "ips": [{"address": "10.1.0.5/16", "gateway": "10.1.0.1", "interface": 2}],
+    "routes": [{"dst": "0.0.0.0/0"}],
+    "interfaces": [
+        {"name": "cni0", "mac": "00:11:22:33:44:55"},
+        {"name": "veth3243", "mac": "55:44:33:22:11:11"},
+        {"name": "eth0", "mac": "00:11:22:33:44:66", "sandbox": "/var/run/netns/blue"}
+    ],
+    "dns": {"nameservers": [ "10.1.0.1" ]}
+  }
+}`
+
+func TestRunSpecAppendixCheck(t *testing.T) {
+	var last *CmdArgs
+	p := okPlugin(&last)
+	for _, cmd := range []string{"CHECK", "DEL"} {
+		o := runPlugin(t, p, env(cmd), appendixCheckBridge)
+		if o.code != 0 || o.stdout != "" {
+			t.Fatalf("%s: %+v", cmd, o)
+		}
+		pr := last.Conf.PrevResult
+		if pr == nil || pr.CNIVersion != "1.1.0" || len(pr.Interfaces) != 3 || pr.Interfaces[2].Mac != "00:11:22:33:44:66" ||
+			*pr.IPs[0].Interface != 2 || pr.DNS.Nameservers[0] != "10.1.0.1" || last.Conf.IPAM.Type != "host-local" {
+			t.Errorf("%s: prevResult = %v, conf = %+v", cmd, pr, last.Conf)
+		}
+	}
+}

@@ -124,6 +124,22 @@ func FuzzParseResult(f *testing.F) {
 				t.Fatalf("Encode(%s) not stable:\n%s\n%s (%v)", v, out, again, err)
 			}
 		}
+		// 0.3.0..1.0.0 convert losslessly among themselves: going through
+		// any of them first changes nothing.
+		for _, via := range []string{V030, V031, V040, V100} {
+			mid, _ := r.Encode(via)
+			m, err := ParseResult(mid, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, to := range []string{V030, V031, V040, V100} {
+				direct, _ := r.Encode(to)
+				indirect, _ := m.Encode(to)
+				if !bytes.Equal(direct, indirect) {
+					t.Fatalf("%s via %s:\n%s\n%s", to, via, direct, indirect)
+				}
+			}
+		}
 		// Encoding does not modify the result.
 		a, _ := c.Encode(V110)
 		b, _ := r.Encode(V110)

@@ -85,7 +85,12 @@ const waitDelay = 500 * time.Millisecond
 func execOnce(ctx context.Context, path string, env []string, stdin []byte, stderr io.Writer) ([]byte, error) {
 	var stdout, errBuf bytes.Buffer
 	cmd := exec.CommandContext(ctx, path)
+	// Exactly the given environment: a nil env would make os/exec pass on
+	// ours, leaking the caller's CNI_* variables into the plugin.
 	cmd.Env = env
+	if cmd.Env == nil {
+		cmd.Env = []string{}
+	}
 	cmd.WaitDelay = waitDelay
 	cmd.Stdin = bytes.NewReader(stdin)
 	cmd.Stdout = &stdout

@@ -217,3 +217,13 @@ func TestExecTextBusyRetries(t *testing.T) {
 		t.Fatalf("out = %q, err = %v", out, err)
 	}
 }
+
+// A nil environment is an empty one, not ours.
+func TestExecNilEnvIsEmpty(t *testing.T) {
+	t.Setenv("CNI_COMMAND", "LEAKED")
+	p := script(t, t.TempDir(), "env", `echo "cmd=$CNI_COMMAND"`)
+	out, err := Exec(context.Background(), p, nil, nil, nil)
+	if err != nil || string(out) != "cmd=\n" {
+		t.Errorf("out = %q, err = %v", out, err)
+	}
+}
