@@ -46,13 +46,22 @@ type RuntimeConfig struct {
 	PortMappings   []PortMapping `json:"portMappings,omitempty"`
 	IPRanges       [][]IPRange   `json:"ipRanges,omitempty"`
 	Bandwidth      *Bandwidth    `json:"bandwidth,omitempty"`
-	DNS            *DNS          `json:"dns,omitempty"`
+	DNS            *RuntimeDNS   `json:"dns,omitempty"`
 	IPs            []string      `json:"ips,omitempty"`
 	Mac            string        `json:"mac,omitempty"`
 	InfinibandGUID string        `json:"infinibandGUID,omitempty"`
 	DeviceID       string        `json:"deviceID,omitempty"`
 	Aliases        []string      `json:"aliases,omitempty"`
 	CgroupPath     string        `json:"cgroupPath,omitempty"`
+}
+
+// RuntimeDNS is runtimeConfig.dns. The convention names its keys servers,
+// searches and options (as Kubernetes runtimes send them), unlike the dns
+// dictionary of configs and results (nameservers, search, ...).
+type RuntimeDNS struct {
+	Servers  []string `json:"servers,omitempty"`
+	Searches []string `json:"searches,omitempty"`
+	Options  []string `json:"options,omitempty"`
 }
 
 // Args is the conventional "args" key: {"cni": {"ips": [...], "mac": ...}}.
