@@ -260,6 +260,9 @@ func (r *Result) Encode(version string) ([]byte, error) {
 	if !IsSupported(version) {
 		return nil, Errorf(ErrIncompatibleVersion, "cannot encode result as cniVersion %q (supported: %v)", version, AllVersions)
 	}
+	if err := r.checkEncodable(); err != nil {
+		return nil, err
+	}
 	if Compare(version, V030) < 0 {
 		return json.Marshal(r.to020(version))
 	}
@@ -301,6 +304,22 @@ func (r *Result) Encode(version string) ([]byte, error) {
 		w.Routes = append(w.Routes, &c)
 	}
 	return json.Marshal(&w)
+}
+
+// checkEncodable refuses what a plugin may build in code but no reader could
+// parse back: an address or route destination that is not set.
+func (r *Result) checkEncodable() error {
+	for i, ip := range r.IPs {
+		if ip != nil && !ip.Address.IsValid() {
+			return Errorf(ErrInternal, "cannot encode result: ips[%d] has no address", i)
+		}
+	}
+	for i, rt := range r.Routes {
+		if rt != nil && !rt.Dst.IsValid() {
+			return Errorf(ErrInternal, "cannot encode result: routes[%d] has no destination", i)
+		}
+	}
+	return nil
 }
 
 func (r *Result) to020(version string) *wire020 {

@@ -515,3 +515,17 @@ func TestResultByValueJSON(t *testing.T) {
 	}
 	assertJSON(t, b, `[`+expectedFull(V100)+`]`)
 }
+
+// A model built in code with an unset address or route destination is
+// refused rather than written as something no reader can parse.
+func TestEncodeRefusesUnsetAddresses(t *testing.T) {
+	for _, r := range []*Result{
+		{IPs: []*IPConfig{{Gateway: netip.MustParseAddr("10.0.0.1")}}},
+		{Routes: []*Route{{GW: netip.MustParseAddr("10.0.0.1")}}},
+	} {
+		for _, v := range AllVersions {
+			_, err := r.Encode(v)
+			assertCode(t, err, ErrInternal, "cannot encode")
+		}
+	}
+}
