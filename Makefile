@@ -32,8 +32,14 @@ test: test-deps build vet
 demo: build
 	bash scripts/demo.sh
 
+# Benchmarks (as root): ours vs reference v1.9.1 vs Debian 1.1.1, interleaved,
+# through our runtime; prints the table and writes bench/results.md.
+# BENCH_N runs per workload (PATCHBAY_BENCH_N in the environment works too);
+# BENCH_ARGS passes more flags (e.g. BENCH_ARGS='-only seed,bytes').
+BENCH_N ?= $(or $(PATCHBAY_BENCH_N),20)
 bench: test-deps build
-	$(GO) test -run '^$$' -bench . -benchtime 20x ./bench/...
+	bash scripts/bench-deps.sh
+	$(GO) run ./bench -n $(BENCH_N) -out bench/results.md $(BENCH_ARGS)
 
 clean:
 	rm -rf $(BIN)
