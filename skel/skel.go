@@ -190,12 +190,20 @@ func run(ctx context.Context, p Plugin, env Env, stdin io.Reader, stdout, stderr
 	if err := checkEnv(a); err != nil {
 		return version, err
 	}
+	// DEL is best effort (spec §2): malformed CNI_ARGS or prevResult must not
+	// block cleanup, so DEL logs them and goes on without.
+	bestEffort := cmd == spec.CmdDel
 	if _, err := spec.ParseCNIArgs(a.Args); err != nil {
-		return version, err
+		if !bestEffort {
+			return version, err
+		}
+		log.Warn("DEL: ignoring malformed CNI_ARGS", "error", err)
 	}
 	if len(conf.RawPrevResult) > 0 && !bytes.Equal(bytes.TrimSpace(conf.RawPrevResult), []byte("null")) {
 		pr, err := spec.ParseResult(conf.RawPrevResult, version)
-		if err != nil {
+		if err != nil && bestEffort {
+			log.Warn("DEL: ignoring undecodable prevResult", "error", err)
+		} else if err != nil {
 			ce := spec.AsError(err, spec.ErrDecodingFailure)
 			ce.Msg = "failed to decode prevResult: " + ce.Msg
 			return version, ce
@@ -280,11 +288,9 @@ func versionReply(data []byte, supported []string, stdout io.Writer) (string, er
 	var in struct {
 		CNIVersion string `json:"cniVersion"`
 	}
-	if len(bytes.TrimSpace(data)) > 0 {
-		if err := json.Unmarshal(data, &in); err != nil {
-			return "", spec.NewError(spec.ErrDecodingFailure, "failed to decode VERSION input", err.Error())
-		}
-	}
+	// The input only echoes a version back; a runtime probing with odd input
+	// still gets the list (as the reference does), answered in Current.
+	_ = json.Unmarshal(data, &in)
 	v := in.CNIVersion
 	if v == "" {
 		v = spec.Current

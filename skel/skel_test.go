@@ -149,7 +149,7 @@ func TestRunConfigErrors(t *testing.T) {
 		{"STATUS on 1.0.0", env("STATUS"), conf100, 1, "1.0.0", []string{"1.0.0", "STATUS"}},
 		{"CHECK without prevResult", env("CHECK"), conf100, 7, "1.0.0", []string{"prevResult"}},
 		{"bad prevResult", env("ADD"), `{"cniVersion":"1.0.0","name":"net","prevResult":{"ips":[{"address":"x"}]}}`, 6, "1.0.0", []string{"prevResult"}},
-		{"prevResult of unknown version", env("DEL"), `{"cniVersion":"1.0.0","name":"net","prevResult":{"cniVersion":"5.0.0"}}`, 1, "1.0.0", []string{"prevResult", "5.0.0"}},
+		{"prevResult of unknown version", env("CHECK"), `{"cniVersion":"1.0.0","name":"net","prevResult":{"cniVersion":"5.0.0"}}`, 1, "1.0.0", []string{"prevResult", "5.0.0"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -194,7 +194,10 @@ func TestRunVersion(t *testing.T) {
 	if o.stdout != `{"cniVersion":"1.0.0","supportedVersions":["1.0.0"]}`+"\n" {
 		t.Errorf("restricted VERSION: %q", o.stdout)
 	}
-	wantError(t, runPlugin(t, Plugin{Type: "x"}, Env{"CNI_COMMAND": "VERSION"}, `{`), 6, "1.1.0", "VERSION")
+	// Malformed VERSION input is ignored: the probe still gets the list.
+	if o := runPlugin(t, Plugin{Type: "x"}, Env{"CNI_COMMAND": "VERSION"}, `{`); o.code != 0 || !strings.Contains(o.stdout, `"supportedVersions"`) {
+		t.Errorf("VERSION with malformed input: %d %q", o.code, o.stdout)
+	}
 }
 
 // ADD results come out in the config's version.
@@ -426,4 +429,23 @@ func TestRunSpecAppendixCheck(t *testing.T) {
 			t.Errorf("%s: prevResult = %v, conf = %+v", cmd, pr, last.Conf)
 		}
 	}
+}
+
+// DEL is best effort: malformed CNI_ARGS or an undecodable prevResult are
+// logged and DEL still reaches the plugin, which must be able to clean up.
+func TestDelToleratesMalformedArgsAndPrevResult(t *testing.T) {
+	called := 0
+	p := Plugin{Type: "x", Del: func(a *CmdArgs) error {
+		called++
+		if a.Conf.PrevResult != nil {
+			t.Errorf("undecodable prevResult should reach DEL as nil, got %v", a.Conf.PrevResult)
+		}
+		return nil
+	}}
+	o := runPlugin(t, p, env("DEL", "CNI_ARGS", "FOO"), `{"cniVersion":"1.0.0","name":"net","type":"x","prevResult":{"ips":[{"address":"nope"}]}}`)
+	if o.code != 0 || called != 1 {
+		t.Fatalf("DEL with malformed CNI_ARGS and prevResult: exit %d, called %d, stdout %q", o.code, called, o.stdout)
+	}
+	// ADD still refuses the same CNI_ARGS.
+	wantError(t, runPlugin(t, Plugin{Type: "x", Add: func(*CmdArgs) (*spec.Result, error) { return &spec.Result{}, nil }}, env("ADD", "CNI_ARGS", "FOO"), conf100), 4, "1.0.0", "CNI_ARGS")
 }
