@@ -166,6 +166,7 @@ func (e *env) vethFloor() (*subject, error) {
 				return fmt.Errorf("veth add: %w", err)
 			}
 			if err := netlink.LinkSetUp(v); err != nil {
+				netlink.LinkDel(v) // so the next iteration can reuse the name
 				return fmt.Errorf("veth up: %w", err)
 			}
 			create = time.Since(t0)
