@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -114,4 +115,31 @@ func (n *NS) DelLinkWithAddrs(name string) (addrs []netlink.Addr, found bool, er
 		return addrs, true, fmt.Errorf("delete %q: %w", name, err)
 	}
 	return addrs, true, nil
+}
+
+// DelContainerLink deletes ifname inside the namespace at nsPath and returns
+// the global addresses it had (for cleaning up rules keyed by address). It
+// is DEL-tolerant: an empty path, a namespace that is gone, or a missing
+// link are not errors.
+func DelContainerLink(nsPath, ifname string) ([]netip.Prefix, error) {
+	if nsPath == "" {
+		return nil, nil
+	}
+	cont, err := Open(nsPath)
+	if IsNSGone(err) {
+		return nil, nil // the runtime may have deleted the namespace already
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer cont.Close()
+	as, _, err := cont.DelLinkWithAddrs(ifname)
+	if err != nil {
+		return nil, err
+	}
+	removed := make([]netip.Prefix, 0, len(as))
+	for _, ad := range as {
+		removed = append(removed, Prefix(ad.IPNet))
+	}
+	return removed, nil
 }

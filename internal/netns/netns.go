@@ -2,11 +2,14 @@
 package netns
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"runtime"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/patchbay-cni/patchbay/spec"
 )
 
 // Do runs f with the calling goroutine's OS thread switched into the network
@@ -54,4 +57,28 @@ func Exists(path string) bool {
 		return false
 	}
 	return st.Type == unix.NSFS_MAGIC || st.Type == unix.PROC_SUPER_MAGIC
+}
+
+// Gone reports whether path no longer names a network namespace (the
+// runtime deleted it, or it never existed).
+func Gone(path string) bool {
+	_, err := os.Stat(path)
+	return errors.Is(err, os.ErrNotExist) || !Exists(path)
+}
+
+// CNIError turns a failure inside the namespace at path into a CNI error for
+// plugin who: CNI errors pass through; a vanished namespace is code 3
+// (unknown container); anything else is code 999 naming the namespace.
+func CNIError(who, path string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var ce *spec.Error
+	if errors.As(err, &ce) {
+		return err
+	}
+	if Gone(path) {
+		return spec.Errorf(spec.ErrUnknownContainer, "%s: network namespace %q does not exist: %v", who, path, err)
+	}
+	return spec.Errorf(spec.ErrInternal, "%s in %s: %v", who, path, err)
 }

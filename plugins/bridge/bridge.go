@@ -252,24 +252,9 @@ func del(a *skel.CmdArgs) error {
 	if err != nil {
 		return err
 	}
-	var removed []netip.Prefix
-	if a.Netns != "" {
-		cont, err := link.Open(a.Netns)
-		switch {
-		case link.IsNSGone(err):
-			// The runtime may have deleted the namespace already.
-		case err != nil:
-			return err
-		default:
-			as, _, derr := cont.DelLinkWithAddrs(a.IfName)
-			cont.Close()
-			if derr != nil {
-				return derr
-			}
-			for _, ad := range as {
-				removed = append(removed, link.Prefix(ad.IPNet))
-			}
-		}
+	removed, err := link.DelContainerLink(a.Netns, a.IfName)
+	if err != nil {
+		return err
 	}
 	var errs []error
 	if c.IPAM.Type != "" {

@@ -3,11 +3,9 @@
 package loopback
 
 import (
-	"errors"
 	"fmt"
 	"net"
 	"net/netip"
-	"os"
 
 	"github.com/vishvananda/netlink"
 
@@ -50,7 +48,7 @@ func add(a *skel.CmdArgs) (*spec.Result, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, nsError(a.Netns, err)
+		return nil, netns.CNIError("loopback", a.Netns, err)
 	}
 	// In a chain, a previous result is passed through unchanged (spec §5).
 	if a.Conf.PrevResult != nil {
@@ -83,14 +81,14 @@ func del(a *skel.CmdArgs) error {
 		}
 		return netlink.LinkSetDown(lo)
 	})
-	if err != nil && !netnsGone(a.Netns) {
-		return nsError(a.Netns, err)
+	if err != nil && !netns.Gone(a.Netns) {
+		return netns.CNIError("loopback", a.Netns, err)
 	}
 	return nil // DEL tolerates a namespace that is already gone
 }
 
 func check(a *skel.CmdArgs) error {
-	return nsError(a.Netns, netns.Do(a.Netns, func() error {
+	return netns.CNIError("loopback", a.Netns, netns.Do(a.Netns, func() error {
 		lo, err := netlink.LinkByName("lo")
 		if err != nil {
 			return fmt.Errorf("find lo: %w", err)
@@ -100,23 +98,4 @@ func check(a *skel.CmdArgs) error {
 		}
 		return nil
 	}))
-}
-
-func netnsGone(path string) bool {
-	_, err := os.Stat(path)
-	return errors.Is(err, os.ErrNotExist) || !netns.Exists(path)
-}
-
-func nsError(path string, err error) error {
-	if err == nil {
-		return nil
-	}
-	var ce *spec.Error
-	if errors.As(err, &ce) {
-		return err
-	}
-	if netnsGone(path) {
-		return spec.Errorf(spec.ErrUnknownContainer, "network namespace %q does not exist: %v", path, err)
-	}
-	return spec.Errorf(spec.ErrInternal, "loopback in %s: %v", path, err)
 }

@@ -7,7 +7,6 @@ package tuning
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -49,7 +48,7 @@ func add(a *skel.CmdArgs) (*spec.Result, error) {
 		return apply(a, c, h, file)
 	})
 	if err != nil {
-		return nil, nsError(a.Netns, err)
+		return nil, netns.CNIError("tuning", a.Netns, err)
 	}
 	return updateResult(a.Conf.PrevResult, a.IfName, c), nil
 }
@@ -306,8 +305,8 @@ func del(a *skel.CmdArgs) error {
 		}
 		return nil
 	})
-	if err != nil && !netnsGone(a.Netns) {
-		return nsError(a.Netns, err)
+	if err != nil && !netns.Gone(a.Netns) {
+		return netns.CNIError("tuning", a.Netns, err)
 	}
 	return removeSaved(file)
 }
@@ -326,7 +325,7 @@ func check(a *skel.CmdArgs) error {
 			}
 		}
 	}
-	return nsError(a.Netns, netns.Do(a.Netns, func() error {
+	return netns.CNIError("tuning", a.Netns, netns.Do(a.Netns, func() error {
 		for _, s := range c.sysctls {
 			cur, err := readSysctl(s)
 			if err != nil {
@@ -369,25 +368,4 @@ func compare(ifName string, c *config, st linkState) error {
 		return mismatch("txQLen", *c.txQLen, st.txQLen)
 	}
 	return nil
-}
-
-func netnsGone(path string) bool {
-	_, err := os.Stat(path)
-	return errors.Is(err, os.ErrNotExist) || !netns.Exists(path)
-}
-
-// nsError keeps CNI errors; a vanished namespace is code 3 (unknown
-// container); anything else is an internal error naming the namespace.
-func nsError(path string, err error) error {
-	if err == nil {
-		return nil
-	}
-	var ce *spec.Error
-	if errors.As(err, &ce) {
-		return err
-	}
-	if netnsGone(path) {
-		return spec.Errorf(spec.ErrUnknownContainer, "tuning: network namespace %q does not exist: %v", path, err)
-	}
-	return spec.Errorf(spec.ErrInternal, "tuning in %s: %v", path, err)
 }
