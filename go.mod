@@ -16,4 +16,5 @@ require (
 	github.com/mdlayher/socket v0.5.0 // indirect
 	golang.org/x/net v0.33.0 // indirect
 	golang.org/x/sync v0.6.0 // indirect
+	sigs.k8s.io/yaml v1.4.0 // indirect
 )

@@ -1,0 +1,458 @@
+package plugin
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/patchbay-cni/patchbay/multinet/api"
+	"github.com/patchbay-cni/patchbay/multinet/kube"
+	"github.com/patchbay-cni/patchbay/multinet/selection"
+	"github.com/patchbay-cni/patchbay/multinet/status"
+	"github.com/patchbay-cni/patchbay/skel"
+	"github.com/patchbay-cni/patchbay/spec"
+)
+
+// IPAMClaimArg is the args.cni key under which every plugin of an
+// attachment with "ipam-claim-reference" receives the IPAMClaim's name
+// (§4.1.2.1.11); the claim is in the pod's namespace (K8S_POD_NAMESPACE).
+const IPAMClaimArg = "ipam-claim-reference"
+
+func cmdAdd(a *skel.CmdArgs) (*spec.Result, error) {
+	inv, done, err := newInvocation(a)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	ctx := inv.ctx()
+	if err := inv.waitReady(ctx); err != nil {
+		return nil, err
+	}
+	lock, err := lockContainer(ctx, inv.cfg.CNIDir, a.ContainerID)
+	if err != nil {
+		return nil, spec.Errorf(spec.ErrIOFailure, "multinet: %v", err)
+	}
+	defer lock.unlock(false)
+
+	plan, pod, err := inv.plan(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := writePlan(inv.cfg.CNIDir, plan); err != nil {
+		return nil, spec.Errorf(spec.ErrIOFailure, "multinet: cannot write the cache before delegating: %v", err)
+	}
+
+	results := make([]*spec.Result, 0, len(plan.Attachments))
+	for i, att := range plan.Attachments {
+		list, _ := att.List() // parsed when planned
+		inv.log.Debug("ADD", "pod", inv.pod.ref(), "network", att.Name, "ifname", att.IfName)
+		res, err := inv.cni.AddNetworkList(ctx, list, inv.rt(att))
+		if err != nil {
+			return nil, inv.rollback(ctx, plan, i, fmt.Errorf("%s: %w", describe(att), err))
+		}
+		results = append(results, res)
+	}
+	if err := inv.applyDefaultRoute(plan, results); err != nil {
+		return nil, inv.rollback(ctx, plan, len(plan.Attachments)-1, err)
+	}
+	if pod != nil {
+		if err := inv.writeStatus(ctx, pod, plan, results); err != nil {
+			return nil, inv.rollback(ctx, plan, len(plan.Attachments)-1, err)
+		}
+	}
+	return results[0], nil
+}
+
+// rollback implements §7.2 for a failed ADD: DEL of every attempted
+// attachment (0..last, in reverse), each even when another fails, and one
+// error naming the failure and every DEL that failed.
+func (inv *invocation) rollback(ctx context.Context, plan *Plan, last int, cause error) error {
+	var delErrs []string
+	for i := last; i >= 0; i-- {
+		att := plan.Attachments[i]
+		list, _ := att.List()
+		if err := inv.cni.DelNetworkList(ctx, list, inv.rt(att)); err != nil {
+			delErrs = append(delErrs, fmt.Sprintf("%s: %v", describe(att), err))
+		}
+	}
+	ce := spec.AsError(cause, spec.ErrInternal)
+	msg := fmt.Sprintf("multinet: pod %s: ADD failed: %s; the %d attempted attachment(s) were deleted", inv.pod.ref(), cause.Error(), last+1)
+	if len(delErrs) == 0 {
+		removePlan(inv.cfg.CNIDir, plan.ContainerID) // nothing left to undo
+	} else {
+		msg += fmt.Sprintf(", but %d DEL(s) failed (a later DEL retries them): %s", len(delErrs), strings.Join(delErrs, "; "))
+	}
+	inv.log.Error("ADD failed", "pod", inv.pod.ref(), "container", plan.ContainerID, "error", msg)
+	return &spec.Error{Code: ce.Code, Msg: msg, Details: ce.Details}
+}
+
+// plan decides every attachment before any delegate runs: it reads the pod
+// and the NetworkAttachmentDefinitions (one GET each, in parallel), parses
+// the annotations, checks namespace isolation and capabilities, and builds
+// each attachment's configuration. Nothing is attached yet, so every error
+// here fails the pod without side effects.
+func (inv *invocation) plan(ctx context.Context) (*Plan, *kube.Pod, error) {
+	a, cfg := inv.args, inv.cfg
+	plan := &Plan{ContainerID: a.ContainerID, NetNS: a.Netns, PodNamespace: inv.pod.Namespace,
+		PodName: inv.pod.Name, PodUID: inv.pod.UID, CNIArgs: inv.rargs}
+
+	clusterList, onDisk, clusterErr := clusterFromDisk(cfg)
+	if onDisk && clusterErr != nil {
+		return nil, nil, clusterErr
+	}
+
+	var pod *kube.Pod
+	var client *kube.Client
+	if inv.pod.Name != "" && inv.pod.Namespace != "" {
+		var err error
+		if client, err = inv.kube(); err != nil {
+			if onDisk {
+				// Without API access only the cluster network can be attached.
+				inv.log.Warn("no Kubernetes API access: attaching the cluster network only", "pod", inv.pod.ref(), "error", err)
+				client = nil
+			} else {
+				return nil, nil, err
+			}
+		}
+	}
+	if client != nil {
+		var err error
+		pod, err = client.GetPod(ctx, inv.pod.Namespace, inv.pod.Name)
+		if err != nil {
+			code := spec.ErrTryAgainLater
+			if kube.IsNotFound(err) {
+				code = spec.ErrUnknownContainer
+			}
+			return nil, nil, spec.Errorf(code, "multinet: cannot read pod %s: %v", inv.pod.ref(), err)
+		}
+		if inv.pod.UID != "" && pod.Metadata.UID != "" && pod.Metadata.UID != inv.pod.UID {
+			return nil, nil, spec.Errorf(spec.ErrTryAgainLater, "multinet: pod %s has UID %s, the runtime's sandbox is for UID %s (the pod was re-created)",
+				inv.pod.ref(), pod.Metadata.UID, inv.pod.UID)
+		}
+		plan.PodUID = pod.Metadata.UID
+	} else if !onDisk {
+		return nil, nil, spec.Errorf(spec.ErrInvalidNetworkConfig,
+			"multinet: clusterNetwork %q is neither a file, a directory nor a network in %s, and without pod arguments (K8S_POD_NAMESPACE, K8S_POD_NAME) no NetworkAttachmentDefinition can be read",
+			cfg.ClusterNetwork, cfg.ConfDir)
+	}
+
+	// Which NetworkAttachmentDefinitions: [default override], [cluster
+	// network NAD], defaultNetworks, annotation selections.
+	var (
+		clusterRef string
+		defaults   []*selection.Selection
+		sels       []*selection.Selection
+	)
+	if pod != nil {
+		ann := pod.Metadata.Annotations
+		if v := strings.TrimSpace(ann[api.DefaultNetworkAnnotation]); v != "" {
+			r := selection.Parse(v, pod.Metadata.Namespace, selection.Options{})
+			if r.Fatal() || r.Ignored() || len(r.Selections) != 1 {
+				return nil, nil, spec.Errorf(spec.ErrInvalidNetworkConfig, "multinet: pod %s: annotation %s=%q must name exactly one NetworkAttachmentDefinition: %v",
+					inv.pod.ref(), api.DefaultNetworkAnnotation, v, problemsText(r.Problems))
+			}
+			s := r.Selections[0]
+			if err := inv.isolation(s); err != nil {
+				return nil, nil, err
+			}
+			clusterRef = s.Ref()
+		}
+		res := selection.Parse(ann[api.NetworksAnnotation], pod.Metadata.Namespace,
+			selection.Options{DefaultInterface: a.IfName, InterfacePrefix: cfg.InterfacePrefix})
+		if err := res.Err(); err != nil {
+			return nil, nil, spec.Errorf(spec.ErrInvalidNetworkConfig, "multinet: pod %s: %s", inv.pod.ref(), spec.AsError(err, 7).Msg)
+		}
+		inv.reportProblems(ctx, client, pod, res.Problems)
+		sels = res.Selections
+		if !slices.Contains(cfg.SystemNamespaces, pod.Metadata.Namespace) {
+			defaults = inv.defaultNetworks(sels)
+		}
+		for _, s := range sels {
+			if err := inv.isolation(s); err != nil {
+				return nil, nil, err
+			}
+		}
+	}
+	if clusterRef == "" && !onDisk {
+		clusterRef = qualify(cfg.ClusterNetwork, cfg.MultusNamespace)
+	}
+
+	// One GET per distinct NetworkAttachmentDefinition, in parallel.
+	refs := []string{}
+	if clusterRef != "" {
+		refs = append(refs, clusterRef)
+	}
+	for _, s := range append(slices.Clone(defaults), sels...) {
+		refs = append(refs, s.Ref())
+	}
+	lists, err := inv.fetchNADs(ctx, client, refs)
+	if err != nil {
+		return nil, nil, err
+	}
+
+	// The cluster network first (§6.2), with the runtime's runtimeConfig
+	// (§7.5: no other attachment gets it).
+	def := &Attachment{IfName: a.IfName, Default: true, CapabilityArgs: cfg.capabilityArgs()}
+	if clusterRef != "" {
+		clusterList, def.Name = lists[clusterRef], clusterRef
+	} else {
+		def.Name = cfg.MultusNamespace + "/" + clusterList.Name
+	}
+	if def.Config, err = selfContained(clusterList, nil); err != nil {
+		return nil, nil, spec.Errorf(spec.ErrInvalidNetworkConfig, "multinet: cluster network: %v", err)
+	}
+	plan.Attachments = append(plan.Attachments, def)
+
+	for _, s := range append(defaults, sels...) {
+		att, err := inv.attachment(s, lists[s.Ref()])
+		if err != nil {
+			return nil, nil, err
+		}
+		plan.Attachments = append(plan.Attachments, att)
+	}
+	for _, att := range plan.Attachments {
+		if _, err := att.List(); err != nil {
+			return nil, nil, spec.Errorf(spec.ErrInvalidNetworkConfig, "multinet: %s: %v", describe(att), err)
+		}
+	}
+	return plan, pod, nil
+}
+
+// attachment builds one selected network's attachment: capability args
+// (failing for undeclared capabilities), cni-args merged into every plugin,
+// the IPAMClaim reference handed on as args.cni.
+func (inv *invocation) attachment(s *selection.Selection, list *spec.ConfList) (*Attachment, error) {
+	att := &Attachment{Name: s.Ref(), IfName: s.Interface}
+	caps, err := selection.CapabilityArgs(s, selection.PluginCapsOf(list))
+	if err != nil {
+		ce := spec.AsError(err, spec.ErrUnsupportedField)
+		return nil, &spec.Error{Code: ce.Code, Msg: fmt.Sprintf("multinet: pod %s: %s", inv.pod.ref(), ce.Msg)}
+	}
+	att.CapabilityArgs = caps
+	cniArgs := s.CNIArgs
+	if s.IPAMClaimReference != "" {
+		cniArgs = make(map[string]json.RawMessage, len(s.CNIArgs)+1)
+		for k, v := range s.CNIArgs {
+			cniArgs[k] = v
+		}
+		cniArgs[IPAMClaimArg], _ = json.Marshal(s.IPAMClaimReference)
+	}
+	att.Config, err = selfContained(list, func(b []byte) ([]byte, error) { return selection.MergeCNIArgs(b, cniArgs) })
+	if err != nil {
+		return nil, fmt.Errorf("multinet: %s: %w", describe(att), err)
+	}
+	if s.HasDefaultRoute {
+		att.HasDefault = true
+		for _, gw := range s.DefaultRoute {
+			att.DefaultRoute = append(att.DefaultRoute, gw.String())
+		}
+	}
+	return att, nil
+}
+
+func (inv *invocation) isolation(s *selection.Selection) error {
+	if !inv.cfg.NamespaceIsolation {
+		return nil
+	}
+	d := selection.CheckNamespaceIsolation(inv.pod.Namespace, inv.cfg.GlobalNamespaces, s)
+	if !d.Allowed {
+		return spec.Errorf(spec.ErrInvalidNetworkConfig, "multinet: pod %s: %s (multi-net spec §7.4)", inv.pod.ref(), d.Message)
+	}
+	return nil
+}
+
+// qualify turns "name" into "ns/name".
+func qualify(ref, ns string) string {
+	if strings.Contains(ref, "/") {
+		return ref
+	}
+	return ns + "/" + ref
+}
+
+// defaultNetworks are the configured networks every pod gets, named after
+// the annotation's interfaces (prefix+N, skipping every name in use).
+func (inv *invocation) defaultNetworks(sels []*selection.Selection) []*selection.Selection {
+	used := map[string]bool{inv.args.IfName: true}
+	for _, s := range sels {
+		used[s.Interface] = true
+	}
+	var out []*selection.Selection
+	n := 0
+	for _, ref := range inv.cfg.DefaultNetworks {
+		ns, name, ok := strings.Cut(qualify(ref, inv.cfg.MultusNamespace), "/")
+		if !ok {
+			continue
+		}
+		s := &selection.Selection{Index: -1, Namespace: ns, Name: name}
+		for {
+			n++
+			if ifn := fmt.Sprintf("%s%d", inv.cfg.InterfacePrefix, n); !used[ifn] {
+				s.Interface, used[ifn] = ifn, true
+				break
+			}
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// fetchNADs reads each distinct NetworkAttachmentDefinition once, in
+// parallel, and resolves its configuration (§3.4.1).
+func (inv *invocation) fetchNADs(ctx context.Context, client *kube.Client, refs []string) (map[string]*spec.ConfList, error) {
+	out := map[string]*spec.ConfList{}
+	var distinct []string
+	for _, r := range refs {
+		if _, ok := out[r]; !ok {
+			out[r] = nil
+			distinct = append(distinct, r)
+		}
+	}
+	if len(distinct) == 0 {
+		return out, nil
+	}
+	if client == nil {
+		return nil, spec.Errorf(spec.ErrInvalidNetworkConfig, "multinet: NetworkAttachmentDefinitions %v are needed but there is no Kubernetes API access", distinct)
+	}
+	errs := make([]error, len(distinct))
+	lists := make([]*spec.ConfList, len(distinct))
+	var wg sync.WaitGroup
+	for i, ref := range distinct {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ns, name, _ := strings.Cut(ref, "/")
+			nad, err := client.GetNAD(ctx, ns, name)
+			if err != nil {
+				code := spec.ErrTryAgainLater
+				if kube.IsNotFound(err) {
+					code = spec.ErrInvalidNetworkConfig
+				}
+				errs[i] = spec.Errorf(code, "multinet: pod %s: cannot get NetworkAttachmentDefinition %s: %v", inv.pod.ref(), ref, err)
+				return
+			}
+			lists[i], errs[i] = nadConfig(inv.cfg, nad)
+		}()
+	}
+	wg.Wait()
+	if errs := filterNil(errs); len(errs) > 0 {
+		return nil, joinErrors("", errs)
+	}
+	for i, ref := range distinct {
+		out[ref] = lists[i]
+	}
+	return out, nil
+}
+
+func filterNil(errs []error) []error {
+	var out []error
+	for _, e := range errs {
+		if e != nil {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func problemsText(ps []selection.Problem) string {
+	var parts []string
+	for _, p := range ps {
+		parts = append(parts, p.String())
+	}
+	if len(parts) == 0 {
+		return "no usable selection"
+	}
+	return strings.Join(parts, "; ")
+}
+
+// reportProblems logs every non-fatal annotation problem and records one
+// Warning event on the pod listing them (the spec's "invalid and ignored"
+// would otherwise be silent).
+func (inv *invocation) reportProblems(ctx context.Context, client *kube.Client, pod *kube.Pod, problems []selection.Problem) {
+	if len(problems) == 0 {
+		return
+	}
+	reason := "NetworkAnnotationWarning"
+	for _, p := range problems {
+		inv.log.Warn("network selection annotation problem", "pod", inv.pod.ref(), "severity", p.Severity.String(), "problem", p.String())
+		if p.Severity == selection.Ignored {
+			reason = "NetworkAnnotationIgnored"
+		}
+	}
+	if client == nil {
+		return
+	}
+	host, _ := os.Hostname()
+	if err := client.CreateEvent(ctx, pod, kube.EventWarning, reason, problemsText(problems), "multinet", host); err != nil {
+		inv.log.Warn("cannot record the event", "pod", inv.pod.ref(), "error", err)
+	}
+}
+
+// writeStatus publishes the network-status annotation (§5).
+func (inv *invocation) writeStatus(ctx context.Context, pod *kube.Pod, plan *Plan, results []*spec.Result) error {
+	overridden := slices.ContainsFunc(plan.Attachments, func(a *Attachment) bool { return a.HasDefault })
+	entries := make([]status.Entry, 0, len(results))
+	for i, att := range plan.Attachments {
+		in := status.Input{Name: att.Name, Default: att.Default, Result: results[i], IfName: att.IfName}
+		switch {
+		case att.HasDefault:
+			for _, gw := range att.DefaultRoute {
+				if ip, err := netip.ParseAddr(gw); err == nil {
+					in.DefaultRoute = append(in.DefaultRoute, ip)
+				}
+			}
+		case att.Default && !overridden:
+			in.DefaultRoute = defaultGateways(results[i])
+		}
+		e, err := status.New(in)
+		if err != nil {
+			return spec.Errorf(spec.ErrInternal, "multinet: %v", err)
+		}
+		entries = append(entries, e)
+	}
+	value, err := status.Encode(entries)
+	if err != nil {
+		return spec.Errorf(spec.ErrInternal, "multinet: %v", err)
+	}
+	client, err := inv.kube()
+	if err != nil {
+		return err
+	}
+	err = client.SetNetworkStatus(ctx, pod.Metadata.Namespace, pod.Metadata.Name, pod.Metadata.UID, value, statusWriteAttempts)
+	if err != nil && (kube.IsNotFound(err) || errors.Is(err, kube.ErrPodReplaced)) {
+		// The pod is gone: the runtime will DEL this sandbox.
+		inv.log.Warn("network status not written: the pod is gone", "pod", inv.pod.ref(), "error", err)
+		return nil
+	}
+	if err != nil {
+		return spec.Errorf(spec.ErrTryAgainLater, "multinet: pod %s: cannot write the %s annotation: %v", inv.pod.ref(), api.NetworkStatusAnnotation, err)
+	}
+	return nil
+}
+
+// defaultGateways are the gateways of the result's default routes; a
+// default route without "gw" goes via its family's IP gateway (what
+// host-local and the bridge plugin do with {"dst": "0.0.0.0/0"}).
+func defaultGateways(r *spec.Result) []netip.Addr {
+	out := status.DefaultGateways(r)
+	if r == nil {
+		return out
+	}
+	for _, rt := range r.Routes {
+		if rt == nil || rt.Dst.Bits() != 0 || rt.GW.IsValid() {
+			continue
+		}
+		for _, ip := range r.IPs {
+			if ip != nil && ip.Gateway.IsValid() && ip.Gateway.Is4() == rt.Dst.Addr().Is4() && !slices.Contains(out, ip.Gateway) {
+				out = append(out, ip.Gateway)
+				break
+			}
+		}
+	}
+	return out
+}

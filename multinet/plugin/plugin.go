@@ -1,0 +1,173 @@
+package plugin
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/patchbay-cni/patchbay/multinet/kube"
+	"github.com/patchbay-cni/patchbay/runtime"
+	"github.com/patchbay-cni/patchbay/skel"
+	"github.com/patchbay-cni/patchbay/spec"
+)
+
+// Plugin returns the skel plugin of multinet.
+func Plugin() skel.Plugin {
+	return skel.Plugin{
+		Type:   "multinet",
+		Add:    cmdAdd,
+		Del:    cmdDel,
+		Check:  cmdCheck,
+		GC:     cmdGC,
+		Status: cmdStatus,
+		About:  "multinet: CNI delegating plugin (multi-net spec v1.3); see multinet/README.md",
+	}
+}
+
+// podArgs are the Kubernetes CNI_ARGS a CRI runtime sets.
+type podArgs struct {
+	Namespace, Name, UID, InfraID string
+}
+
+func (p podArgs) ref() string { return p.Namespace + "/" + p.Name }
+
+// invocation is one verb's state.
+type invocation struct {
+	cfg   *Config
+	args  *skel.CmdArgs
+	log   *slog.Logger
+	cni   *runtime.CNI
+	pod   podArgs
+	rargs [][2]string // CNI_ARGS, passed to every delegate
+
+	client    *kube.Client
+	clientErr error
+	clientSet bool
+}
+
+func newInvocation(a *skel.CmdArgs) (*invocation, func(), error) {
+	cfg, err := ParseConfig(a.StdinData)
+	if err != nil {
+		return nil, nil, err
+	}
+	stderr := a.Stderr
+	if stderr == nil {
+		stderr = io.Discard
+	}
+	log, closeLog := newLogger(cfg, stderr)
+	inv := &invocation{cfg: cfg, args: a, log: log}
+	pairs, err := spec.ParseCNIArgs(a.Args)
+	if err != nil {
+		closeLog()
+		return nil, nil, err
+	}
+	inv.rargs = pairs
+	for _, kv := range pairs {
+		switch kv[0] {
+		case "K8S_POD_NAMESPACE":
+			inv.pod.Namespace = kv[1]
+		case "K8S_POD_NAME":
+			inv.pod.Name = kv[1]
+		case "K8S_POD_UID":
+			inv.pod.UID = kv[1]
+		case "K8S_POD_INFRA_CONTAINER_ID":
+			inv.pod.InfraID = kv[1]
+		}
+	}
+	var path []string
+	if cfg.BinDir != "" {
+		path = append(path, cfg.BinDir)
+	}
+	for _, d := range filepath.SplitList(a.Path) {
+		if d != "" && d != cfg.BinDir {
+			path = append(path, d)
+		}
+	}
+	if len(path) == 0 {
+		path = []string{DefaultBinDir}
+	}
+	inv.cni = &runtime.CNI{Path: path, CacheDir: cfg.CNIDir, Stderr: a.Stderr, Log: log}
+	return inv, closeLog, nil
+}
+
+// kube returns the API client, or an error when none is configured.
+func (inv *invocation) kube() (*kube.Client, error) {
+	if inv.clientSet {
+		return inv.client, inv.clientErr
+	}
+	inv.clientSet = true
+	var kc *kube.Config
+	var err error
+	if inv.cfg.Kubeconfig != "" {
+		kc, err = kube.LoadKubeconfig(inv.cfg.Kubeconfig)
+	} else {
+		kc, err = kube.InCluster()
+	}
+	if err == nil {
+		inv.client, err = kube.New(kc, inv.cfg.apiTimeout())
+	}
+	if err != nil {
+		inv.clientErr = spec.Errorf(spec.ErrInvalidNetworkConfig, "multinet: Kubernetes API client: %v", err)
+	}
+	return inv.client, inv.clientErr
+}
+
+func (inv *invocation) ctx() context.Context {
+	if inv.args.Ctx != nil {
+		return inv.args.Ctx
+	}
+	return context.Background()
+}
+
+// waitReady blocks until the readiness indicator file exists (§6.1), up
+// to the readiness timeout: the cluster network may still be starting.
+func (inv *invocation) waitReady(ctx context.Context) error {
+	f := inv.cfg.ReadinessIndicatorFile
+	if f == "" {
+		return nil
+	}
+	deadline := time.Now().Add(inv.cfg.readinessTimeout())
+	for {
+		if _, err := os.Stat(f); err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return spec.Errorf(spec.ErrTryAgainLater, "multinet: the cluster network is not ready: readiness indicator file %s does not exist after %v", f, inv.cfg.readinessTimeout())
+		}
+		select {
+		case <-ctx.Done():
+			return spec.Errorf(spec.ErrTryAgainLater, "multinet: waiting for readiness indicator file %s: %v", f, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func (inv *invocation) rt(a *Attachment) *runtime.RuntimeConf {
+	return &runtime.RuntimeConf{
+		ContainerID: inv.args.ContainerID, NetNS: inv.args.Netns, IfName: a.IfName,
+		Args: inv.rargs, CapabilityArgs: a.CapabilityArgs,
+	}
+}
+
+// joinErrors turns several delegate errors into one *spec.Error: the code
+// of the first, every message in order.
+func joinErrors(prefix string, errs []error) error {
+	if len(errs) == 0 {
+		return nil
+	}
+	first := spec.AsError(errs[0], spec.ErrInternal)
+	msgs := make([]string, 0, len(errs))
+	for _, e := range errs {
+		msgs = append(msgs, e.Error())
+	}
+	return &spec.Error{Code: first.Code, Msg: prefix + strings.Join(msgs, "; ")}
+}
+
+func describe(a *Attachment) string {
+	return fmt.Sprintf("network %q (interface %s)", a.Name, a.IfName)
+}

@@ -1,0 +1,306 @@
+package plugin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+
+	"github.com/patchbay-cni/patchbay/runtime"
+	"github.com/patchbay-cni/patchbay/skel"
+	"github.com/patchbay-cni/patchbay/spec"
+)
+
+// cmdDel tears down every attachment of the container's plan, in reverse
+// order, each even when another fails (§7.2), without the apiserver. With
+// no usable plan (never added, already deleted, or a corrupt file) it does
+// what it can from the delegates' result cache and the cluster network's
+// on-disk configuration, and succeeds.
+func cmdDel(a *skel.CmdArgs) error {
+	inv, done, err := newInvocation(a)
+	if err != nil {
+		return err
+	}
+	defer done()
+	ctx := inv.ctx()
+	lock, err := lockContainer(ctx, inv.cfg.CNIDir, a.ContainerID)
+	if err != nil {
+		return spec.Errorf(spec.ErrIOFailure, "multinet: %v", err)
+	}
+	plan, perr := readPlan(inv.cfg.CNIDir, a.ContainerID)
+	if perr != nil || plan == nil {
+		if perr != nil {
+			inv.log.Warn("DEL: the cache is unusable, deleting what can be found", "container", a.ContainerID, "error", perr)
+		}
+		inv.delFallback(ctx, nil)
+		removePlan(inv.cfg.CNIDir, a.ContainerID)
+		lock.unlock(true)
+		return nil
+	}
+	if err := inv.delPlan(ctx, plan); err != nil {
+		lock.unlock(false)
+		return err
+	}
+	removePlan(inv.cfg.CNIDir, a.ContainerID)
+	lock.unlock(true)
+	return nil
+}
+
+// delPlan DELs the plan's attachments in reverse; one aggregated error.
+func (inv *invocation) delPlan(ctx context.Context, plan *Plan) error {
+	var errs []error
+	var broken []*Attachment
+	for i := len(plan.Attachments) - 1; i >= 0; i-- {
+		att := plan.Attachments[i]
+		list, err := att.List()
+		if err != nil {
+			inv.log.Warn("DEL: cached configuration unusable", "attachment", describe(att), "error", err)
+			broken = append(broken, att)
+			continue
+		}
+		rt := inv.rt(att)
+		if rt.NetNS == "" {
+			rt.NetNS = plan.NetNS
+		}
+		if err := inv.cni.DelNetworkList(ctx, list, rt); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", describe(att), err))
+		}
+	}
+	if len(broken) > 0 {
+		inv.delFallback(ctx, broken)
+	}
+	if len(errs) > 0 {
+		return joinErrors(fmt.Sprintf("multinet: DEL of container %s: %d attachment(s) failed: ", plan.ContainerID, len(errs)), errs)
+	}
+	return nil
+}
+
+// delFallback DELs what the delegates' result cache knows of this
+// container (only), or of the given attachments' interfaces, and the
+// cluster network on CNI_IFNAME when nothing cached covers it. Failures are
+// logged: there is nothing better to do.
+func (inv *invocation) delFallback(ctx context.Context, only []*Attachment) {
+	a := inv.args
+	cached, err := inv.cni.GetCachedAttachments("", a.ContainerID)
+	if err != nil {
+		inv.log.Warn("DEL: some result cache files are unusable", "error", err)
+	}
+	coveredDefault := false
+	for _, c := range cached {
+		if only != nil && !slices.ContainsFunc(only, func(x *Attachment) bool { return x.IfName == c.IfName }) {
+			continue
+		}
+		l, err := spec.ParseAny(c.Config)
+		if err != nil {
+			inv.log.Warn("DEL: cached configuration unusable", "file", c.File, "error", err)
+			continue
+		}
+		coveredDefault = coveredDefault || c.IfName == a.IfName
+		rt := &runtime.RuntimeConf{ContainerID: a.ContainerID, NetNS: a.Netns, IfName: c.IfName, Args: inv.rargs, CapabilityArgs: c.CapabilityArgs}
+		if err := inv.cni.DelNetworkList(ctx, l, rt); err != nil {
+			inv.log.Warn("DEL (from the result cache) failed", "network", l.Name, "ifname", c.IfName, "error", err)
+		}
+	}
+	if only != nil || coveredDefault {
+		return
+	}
+	l, onDisk, err := clusterFromDisk(inv.cfg)
+	if !onDisk || err != nil {
+		inv.log.Warn("DEL: the cluster network cannot be resolved from disk; not deleted", "clusterNetwork", inv.cfg.ClusterNetwork, "error", err)
+		return
+	}
+	rt := &runtime.RuntimeConf{ContainerID: a.ContainerID, NetNS: a.Netns, IfName: a.IfName, Args: inv.rargs}
+	if err := inv.cni.DelNetworkList(ctx, l, rt); err != nil {
+		inv.log.Warn("DEL of the cluster network failed", "network", l.Name, "error", err)
+	}
+}
+
+// cmdCheck runs CHECK through every attachment's delegates.
+func cmdCheck(a *skel.CmdArgs) error {
+	inv, done, err := newInvocation(a)
+	if err != nil {
+		return err
+	}
+	defer done()
+	ctx := inv.ctx()
+	lock, err := lockContainer(ctx, inv.cfg.CNIDir, a.ContainerID)
+	if err != nil {
+		return spec.Errorf(spec.ErrIOFailure, "multinet: %v", err)
+	}
+	defer lock.unlock(false)
+	plan, err := readPlan(inv.cfg.CNIDir, a.ContainerID)
+	if err != nil {
+		return spec.Errorf(spec.ErrIOFailure, "multinet: CHECK: %v", err)
+	}
+	if plan == nil {
+		return spec.Errorf(spec.ErrUnknownContainer, "multinet: CHECK: container %s has no attachments (never added, or deleted)", a.ContainerID)
+	}
+	var errs []error
+	for _, att := range plan.Attachments {
+		list, err := att.List()
+		if err == nil {
+			err = inv.cni.CheckNetworkList(ctx, list, inv.rt(att))
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", describe(att), err))
+		}
+	}
+	return joinErrors("multinet: CHECK failed: ", errs)
+}
+
+// networkSet collects distinct networks (by name) with their valid
+// attachments, for GC and STATUS.
+type networkSet struct {
+	order []string
+	lists map[string]*spec.ConfList
+	valid map[string][]spec.Attachment
+}
+
+func (s *networkSet) add(l *spec.ConfList, att *spec.Attachment) {
+	if s.lists == nil {
+		s.lists, s.valid = map[string]*spec.ConfList{}, map[string][]spec.Attachment{}
+	}
+	if _, ok := s.lists[l.Name]; !ok {
+		s.lists[l.Name] = l
+		s.order = append(s.order, l.Name)
+		s.valid[l.Name] = []spec.Attachment{}
+	}
+	if att != nil {
+		s.valid[l.Name] = append(s.valid[l.Name], *att)
+	}
+}
+
+// cmdGC: containers whose plan is not among the valid attachments are
+// DELeted; then every delegate network (the cluster network, every
+// network of a live plan and every network in the result cache) gets GC
+// with the attachments the live plans hold on it.
+func cmdGC(a *skel.CmdArgs) error {
+	inv, done, err := newInvocation(a)
+	if err != nil {
+		return err
+	}
+	defer done()
+	ctx := inv.ctx()
+	valid := map[string]bool{}
+	for _, at := range a.Conf.Attachments() {
+		valid[at.ContainerID] = true
+	}
+	ids, err := listPlans(inv.cfg.CNIDir)
+	if err != nil {
+		return spec.Errorf(spec.ErrIOFailure, "multinet: GC: %v", err)
+	}
+	var errs []error
+	var nets networkSet
+	for _, id := range ids {
+		if spec.ValidateContainerID(id) != nil {
+			continue
+		}
+		sub := *a
+		sub.ContainerID = id
+		subInv := *inv
+		subInv.args = &sub
+		lock, err := lockContainer(ctx, inv.cfg.CNIDir, id)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		plan, perr := readPlan(inv.cfg.CNIDir, id)
+		if plan != nil {
+			sub.Netns, sub.IfName = plan.NetNS, ""
+			subInv.rargs = plan.CNIArgs
+		}
+		if !valid[id] {
+			switch {
+			case plan != nil:
+				err = subInv.delPlan(ctx, plan)
+			case perr != nil:
+				subInv.delFallback(ctx, nil)
+			}
+			if err == nil {
+				removePlan(inv.cfg.CNIDir, id)
+				lock.unlock(true)
+			} else {
+				errs = append(errs, fmt.Errorf("GC: DEL of stale container %s: %w", id, err))
+				lock.unlock(false)
+			}
+			continue
+		}
+		lock.unlock(false)
+		if plan == nil {
+			continue
+		}
+		for _, att := range plan.Attachments {
+			if l, err := att.List(); err == nil {
+				nets.add(l, &spec.Attachment{ContainerID: id, IfName: att.IfName})
+			}
+		}
+	}
+	if l, onDisk, err := clusterFromDisk(inv.cfg); onDisk && err == nil {
+		nets.add(l, nil)
+	}
+	cached, err := inv.cni.GetCachedAttachments("", "")
+	if err != nil {
+		inv.log.Warn("GC: unusable result cache files", "error", err)
+	}
+	for _, c := range cached {
+		if l, err := spec.ParseAny(c.Config); err == nil {
+			nets.add(l, nil)
+		}
+	}
+	for _, name := range nets.order {
+		if err := inv.cni.GCNetworkList(ctx, nets.lists[name], nets.valid[name]); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return joinErrors("multinet: GC: ", errs)
+}
+
+// cmdStatus: not ready without the readiness indicator file (code 50);
+// otherwise STATUS of the cluster network and every network of the
+// cached plans, the first failure returned.
+func cmdStatus(a *skel.CmdArgs) error {
+	inv, done, err := newInvocation(a)
+	if err != nil {
+		return err
+	}
+	defer done()
+	ctx := inv.ctx()
+	if f := inv.cfg.ReadinessIndicatorFile; f != "" {
+		if _, err := statFile(f); err != nil {
+			return spec.Errorf(spec.ErrPluginNotAvailable, "multinet: the cluster network is not ready: readiness indicator file %s: %v", f, err)
+		}
+	}
+	var nets networkSet
+	l, onDisk, err := clusterFromDisk(inv.cfg)
+	switch {
+	case onDisk && err != nil:
+		return spec.Errorf(spec.ErrPluginNotAvailable, "multinet: the cluster network is not available: %v", err)
+	case onDisk:
+		nets.add(l, nil)
+	}
+	ids, _ := listPlans(inv.cfg.CNIDir)
+	for _, id := range ids {
+		plan, err := readPlan(inv.cfg.CNIDir, id)
+		if err != nil || plan == nil {
+			continue
+		}
+		for _, att := range plan.Attachments {
+			if l, err := att.List(); err == nil {
+				nets.add(l, nil)
+			}
+		}
+	}
+	for _, name := range nets.order {
+		if err := inv.cni.StatusNetworkList(ctx, nets.lists[name]); err != nil {
+			var pe *runtime.PluginError
+			if errors.As(err, &pe) {
+				return err
+			}
+			return spec.AsError(err, spec.ErrPluginNotAvailable)
+		}
+	}
+	return nil
+}
+
+func statFile(f string) (os.FileInfo, error) { return os.Stat(f) }
