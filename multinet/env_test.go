@@ -444,3 +444,8 @@ func startForwarder(t testing.TB, c *kubetest.Cluster, hostPath string) string {
 	t.Cleanup(func() { ln.Close() })
 	return ln.Addr().String()
 }
+
+func execOut(bin string, args ...string) (string, error) {
+	out, err := exec.Command(bin, args...).CombinedOutput()
+	return string(out), err
+}
