@@ -77,11 +77,12 @@ func allocate(s *store, c *config, o owner) ([]*spec.IPConfig, error) {
 	var reserved []netip.Addr
 	var out []*spec.IPConfig
 	fail := func(err error) ([]*spec.IPConfig, error) {
+		clean := true
 		for _, ip := range reserved {
-			s.release(ip)
+			clean = s.release(ip) == nil && clean
 		}
-		if len(reserved) > 0 {
-			s.seal() // back to the sealed state: nothing else changed
+		if clean && len(reserved) > 0 {
+			s.seal() // back where we started: the index still matches
 		}
 		return nil, err
 	}

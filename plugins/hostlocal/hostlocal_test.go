@@ -293,3 +293,17 @@ func TestIndexRebuild(t *testing.T) {
 		t.Error("index not sealed after DEL")
 	}
 }
+
+func TestRuntimeIPRanges(t *testing.T) {
+	dir := t.TempDir()
+	// runtimeConfig.ipRanges (capability ipRanges) come first, as set 0.
+	conf := testConf(dir, `"subnet":"10.60.0.0/24"`, `"runtimeConfig":{"ipRanges":[[{"subnet":"10.61.0.0/24","rangeStart":"10.61.0.10"}]]}`)
+	r := mustAdd(t, conf, "a")
+	if got := addrs(r); !reflect.DeepEqual(got, []string{"10.61.0.10/24", "10.60.0.2/24"}) {
+		t.Errorf("got %v", got)
+	}
+	mustVerb(t, "DEL", conf, "a")
+	if got := allocated(t, dir); len(got) != 0 {
+		t.Errorf("left %v", got)
+	}
+}

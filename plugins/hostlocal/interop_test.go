@@ -123,7 +123,7 @@ func TestConcurrentProcesses(t *testing.T) {
 	ref := testutil.RefBin(t) + "/host-local"
 	dir := t.TempDir()
 	conf := testConf(dir, `"ranges":[[{"subnet":"10.20.0.0/24"}],[{"subnet":"2001:db8:20::/64"}]]`)
-	const n = 60
+	const n = 100
 	bin := func(i int) string {
 		if i%6 == 5 {
 			return ref // one in six is the reference
@@ -193,6 +193,49 @@ func TestConcurrentProcesses(t *testing.T) {
 	for i := range n {
 		mustVerb(t, "DEL", conf, fmt.Sprintf("new%d", i))
 	}
+	if got := allocated(t, dir); len(got) != 0 {
+		t.Errorf("left %v", got)
+	}
+}
+
+// TestConcurrentInProcess runs many invocations as goroutines of one
+// process, as in-process delegation does: the flock still serialises them.
+func TestConcurrentInProcess(t *testing.T) {
+	dir := t.TempDir()
+	conf := testConf(dir, `"subnet":"10.21.0.0/24"`)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	seen := map[string]bool{}
+	for i := range 40 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out, code := run(t, call{cmd: "ADD", id: fmt.Sprintf("g%d", i)}, conf)
+			r, err := spec.ParseResult([]byte(out), "")
+			if code != 0 || err != nil {
+				t.Errorf("ADD g%d: %s", i, out)
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if a := addrs(r)[0]; seen[a] {
+				t.Errorf("duplicate %s", a)
+			} else {
+				seen[a] = true
+			}
+		}()
+	}
+	wg.Wait()
+	for i := range 40 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if out, code := run(t, call{cmd: "DEL", id: fmt.Sprintf("g%d", i)}, conf); code != 0 {
+				t.Errorf("DEL g%d: %s", i, out)
+			}
+		}()
+	}
+	wg.Wait()
 	if got := allocated(t, dir); len(got) != 0 {
 		t.Errorf("left %v", got)
 	}
