@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/patchbay-cni/patchbay/internal/testutil"
 	"github.com/patchbay-cni/patchbay/multinet/api"
@@ -302,4 +303,29 @@ func TestCheckGCStatus(t *testing.T) {
 	if l := e.links(p); len(l) != 0 || len(e.leases()) != 0 {
 		t.Errorf("left after GC: interfaces %v, leases %v", l, e.leases())
 	}
+}
+
+// asyncNetworkStatus: the annotation is written by a detached process
+// shortly after ADD returns.
+func TestAsyncNetworkStatus(t *testing.T) {
+	e := newEnv(t)
+	e.opts["asyncNetworkStatus"] = true
+	e.nad("", "blue", e.bridgeNAD("", 1, nil))
+	p := e.pod("p1", map[string]string{api.NetworksAnnotation: "blue"})
+	e.mustAdd(p)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if v, ok := e.podAnnotations(p)[api.NetworkStatusAnnotation]; ok {
+			st, err := status.Decode(v)
+			if err != nil || len(st) != 2 || st[1].Interface != "net1" {
+				t.Errorf("status = %s (%v)", v, err)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no network status after 5s\n%s", e.log())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	e.mustDel(p)
 }

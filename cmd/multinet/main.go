@@ -22,6 +22,9 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == "install" {
 		os.Exit(install(os.Args[2:]))
 	}
+	if len(os.Args) > 1 && os.Args[1] == "write-status" { // started by ADD with asyncNetworkStatus
+		os.Exit(plugin.WriteStatusMain(os.Stdin))
+	}
 	skel.Main(plugin.Plugin())
 }
 

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/patchbay-cni/patchbay/multinet/api"
 	"github.com/patchbay-cni/patchbay/multinet/kube"
@@ -39,34 +40,170 @@ func cmdAdd(a *skel.CmdArgs) (*spec.Result, error) {
 		return nil, spec.Errorf(spec.ErrIOFailure, "multinet: %v", err)
 	}
 	defer lock.unlock(false)
+	return inv.add(ctx)
+}
 
-	plan, pod, err := inv.plan(ctx)
-	if err != nil {
+// add attaches the cluster network, then the selected ones. When the
+// cluster network is on disk (the usual case), its ADD runs while the pod
+// and its NetworkAttachmentDefinitions are read, so the API round trips
+// cost no time on top of the cluster network's own; an error of either
+// rolls the cluster network back (§7.2). Nothing else is attached before
+// every selected network is resolved, so a bad annotation, a missing NAD, a
+// namespace-isolation denial or an undeclared capability fails the pod with
+// only the cluster network attempted (and deleted).
+func (inv *invocation) add(ctx context.Context) (*spec.Result, error) {
+	a, cfg := inv.args, inv.cfg
+	plan := &Plan{ContainerID: a.ContainerID, NetNS: a.Netns, PodNamespace: inv.pod.Namespace,
+		PodName: inv.pod.Name, PodUID: inv.pod.UID, CNIArgs: inv.rargs}
+	t0 := time.Now()
+
+	clusterList, onDisk, err := clusterFromDisk(cfg)
+	if onDisk && err != nil {
 		return nil, err
 	}
-	if err := writePlan(inv.cfg.CNIDir, plan); err != nil {
-		return nil, spec.Errorf(spec.ErrIOFailure, "multinet: cannot write the cache before delegating: %v", err)
+	var client *kube.Client
+	if inv.pod.Name != "" && inv.pod.Namespace != "" {
+		if client, err = inv.kube(); err != nil {
+			if !onDisk {
+				return nil, err
+			}
+			// Without API access only the cluster network can be attached.
+			inv.log.Warn("no Kubernetes API access: attaching the cluster network only", "pod", inv.pod.ref(), "error", err)
+			client = nil
+		}
+	}
+	if client == nil && !onDisk {
+		return nil, spec.Errorf(spec.ErrInvalidNetworkConfig,
+			"multinet: clusterNetwork %q is neither a file, a directory nor a network in %s, and without pod arguments (K8S_POD_NAMESPACE, K8S_POD_NAME) no NetworkAttachmentDefinition can be read",
+			cfg.ClusterNetwork, cfg.ConfDir)
 	}
 
-	results := make([]*spec.Result, 0, len(plan.Attachments))
-	for i, att := range plan.Attachments {
-		list, _ := att.List() // parsed when planned
-		inv.log.Debug("ADD", "pod", inv.pod.ref(), "network", att.Name, "ifname", att.IfName)
-		res, err := inv.cni.AddNetworkList(ctx, list, inv.rt(att))
+	var info *apiInfo
+	var results []*spec.Result
+	if onDisk {
+		def, err := inv.clusterAttachment(clusterList, cfg.MultusNamespace+"/"+clusterList.Name)
 		if err != nil {
-			return nil, inv.rollback(ctx, plan, i, fmt.Errorf("%s: %w", describe(att), err))
+			return nil, err
+		}
+		plan.Attachments = []*Attachment{def}
+		tw := time.Now()
+		if err := writePlan(cfg.CNIDir, plan); err != nil {
+			return nil, spec.Errorf(spec.ErrIOFailure, "multinet: cannot write the cache before delegating: %v", err)
+		}
+		inv.log.Debug("plan written", "took", time.Since(tw), "since start", time.Since(inv.start))
+		type answer struct {
+			info *apiInfo
+			err  error
+		}
+		ch := make(chan answer, 1)
+		if client != nil {
+			go func() {
+				ts := time.Now()
+				info, err := inv.readAPI(ctx, client, "")
+				inv.log.Debug("API reads", "took", time.Since(ts))
+				ch <- answer{info, err}
+			}()
+		} else {
+			ch <- answer{}
+		}
+		tc := time.Now()
+		res, addErr := inv.addOne(ctx, def)
+		inv.log.Debug("cluster network added", "took", time.Since(tc))
+		ans := <-ch
+		if addErr != nil {
+			return nil, inv.rollback(ctx, plan, 0, addErr)
+		}
+		if ans.err != nil {
+			return nil, inv.rollback(ctx, plan, 0, ans.err)
+		}
+		info = ans.info
+		results = append(results, res)
+		if info != nil && info.override != "" {
+			// The pod names its own default network: undo the configured one.
+			if err := inv.rollbackQuiet(ctx, plan); err != nil {
+				return nil, inv.rollback(ctx, plan, 0, err)
+			}
+			results = nil
+		}
+	} else {
+		if info, err = inv.readAPI(ctx, client, qualify(cfg.ClusterNetwork, cfg.MultusNamespace)); err != nil {
+			return nil, err
+		}
+	}
+	if info != nil && (info.override != "" || !onDisk) {
+		ref := info.override
+		if ref == "" {
+			ref = qualify(cfg.ClusterNetwork, cfg.MultusNamespace)
+		}
+		def, err := inv.clusterAttachment(info.lists[ref], ref)
+		if err != nil {
+			return nil, err
+		}
+		plan.Attachments = []*Attachment{def}
+	}
+	if info != nil {
+		plan.PodUID = info.pod.Metadata.UID
+		for _, s := range append(slices.Clone(info.defaults), info.sels...) {
+			att, err := inv.attachment(s, info.lists[s.Ref()])
+			if err != nil {
+				return nil, inv.rollback(ctx, plan, len(results)-1, err)
+			}
+			plan.Attachments = append(plan.Attachments, att)
+		}
+		if len(plan.Attachments) > len(results) {
+			if err := writePlan(cfg.CNIDir, plan); err != nil {
+				return nil, inv.rollback(ctx, plan, len(results)-1,
+					spec.Errorf(spec.ErrIOFailure, "multinet: cannot write the cache before delegating: %v", err))
+			}
+		}
+	}
+	t1 := time.Now()
+	for i := len(results); i < len(plan.Attachments); i++ {
+		res, err := inv.addOne(ctx, plan.Attachments[i])
+		if err != nil {
+			return nil, inv.rollback(ctx, plan, i, err)
 		}
 		results = append(results, res)
 	}
+	t2 := time.Now()
 	if err := inv.applyDefaultRoute(plan, results); err != nil {
 		return nil, inv.rollback(ctx, plan, len(plan.Attachments)-1, err)
 	}
-	if pod != nil {
-		if err := inv.writeStatus(ctx, pod, plan, results); err != nil {
+	if info != nil {
+		if err := inv.writeStatus(ctx, info.pod, plan, results); err != nil {
 			return nil, inv.rollback(ctx, plan, len(plan.Attachments)-1, err)
 		}
 	}
+	inv.log.Debug("ADD done", "pod", inv.pod.ref(), "attachments", len(plan.Attachments), "cluster+api", t1.Sub(t0),
+		"secondary", t2.Sub(t1), "status", time.Since(t2), "total", time.Since(inv.start))
 	return results[0], nil
+}
+
+func (inv *invocation) addOne(ctx context.Context, att *Attachment) (*spec.Result, error) {
+	list, err := att.List()
+	if err != nil {
+		return nil, err
+	}
+	inv.log.Debug("ADD", "pod", inv.pod.ref(), "network", att.Name, "ifname", att.IfName)
+	res, err := inv.cni.AddNetworkList(ctx, list, inv.rt(att))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", describe(att), err)
+	}
+	return res, nil
+}
+
+// clusterAttachment is the cluster network's attachment, first (§6.2),
+// with the runtime's runtimeConfig (§7.5: no other attachment gets it).
+func (inv *invocation) clusterAttachment(l *spec.ConfList, name string) (*Attachment, error) {
+	def := &Attachment{Name: name, IfName: inv.args.IfName, Default: true, CapabilityArgs: inv.cfg.capabilityArgs()}
+	var err error
+	if def.Config, err = selfContained(l, nil); err != nil {
+		return nil, spec.Errorf(spec.ErrInvalidNetworkConfig, "multinet: cluster network: %v", err)
+	}
+	if _, err := def.List(); err != nil {
+		return nil, spec.Errorf(spec.ErrInvalidNetworkConfig, "multinet: cluster network: %v", err)
+	}
+	return def, nil
 }
 
 // rollback implements §7.2 for a failed ADD: DEL of every attempted
@@ -82,7 +219,7 @@ func (inv *invocation) rollback(ctx context.Context, plan *Plan, last int, cause
 		}
 	}
 	ce := spec.AsError(cause, spec.ErrInternal)
-	msg := fmt.Sprintf("multinet: pod %s: ADD failed: %s; the %d attempted attachment(s) were deleted", inv.pod.ref(), cause.Error(), last+1)
+	msg := fmt.Sprintf("multinet: pod %s: ADD failed: %s; the %d attempted attachment(s) were deleted", inv.pod.ref(), ce.Msg, last+1)
 	if len(delErrs) == 0 {
 		removePlan(inv.cfg.CNIDir, plan.ContainerID) // nothing left to undo
 	} else {
@@ -92,136 +229,85 @@ func (inv *invocation) rollback(ctx context.Context, plan *Plan, last int, cause
 	return &spec.Error{Code: ce.Code, Msg: msg, Details: ce.Details}
 }
 
-// plan decides every attachment before any delegate runs: it reads the pod
-// and the NetworkAttachmentDefinitions (one GET each, in parallel), parses
-// the annotations, checks namespace isolation and capabilities, and builds
-// each attachment's configuration. Nothing is attached yet, so every error
-// here fails the pod without side effects.
-func (inv *invocation) plan(ctx context.Context) (*Plan, *kube.Pod, error) {
+// rollbackQuiet DELs the cluster network attachment (plan's first).
+func (inv *invocation) rollbackQuiet(ctx context.Context, plan *Plan) error {
+	att := plan.Attachments[0]
+	list, _ := att.List()
+	if err := inv.cni.DelNetworkList(ctx, list, inv.rt(att)); err != nil {
+		return fmt.Errorf("%s: %w", describe(att), err)
+	}
+	return nil
+}
+
+// apiInfo is what ADD learns from the apiserver.
+type apiInfo struct {
+	pod *kube.Pod
+	// override is the pod's own default network (DefaultNetworkAnnotation).
+	override string
+	defaults []*selection.Selection // configured defaultNetworks
+	sels     []*selection.Selection // the annotation's
+	lists    map[string]*spec.ConfList
+}
+
+// readAPI reads the pod, parses its annotations, checks namespace
+// isolation and reads every needed NetworkAttachmentDefinition (one GET
+// each, in parallel); clusterRef is the cluster network's NAD, if it is one.
+func (inv *invocation) readAPI(ctx context.Context, client *kube.Client, clusterRef string) (*apiInfo, error) {
 	a, cfg := inv.args, inv.cfg
-	plan := &Plan{ContainerID: a.ContainerID, NetNS: a.Netns, PodNamespace: inv.pod.Namespace,
-		PodName: inv.pod.Name, PodUID: inv.pod.UID, CNIArgs: inv.rargs}
-
-	clusterList, onDisk, clusterErr := clusterFromDisk(cfg)
-	if onDisk && clusterErr != nil {
-		return nil, nil, clusterErr
+	pod, err := client.GetPod(ctx, inv.pod.Namespace, inv.pod.Name)
+	if err != nil {
+		code := spec.ErrTryAgainLater
+		if kube.IsNotFound(err) {
+			code = spec.ErrUnknownContainer
+		}
+		return nil, spec.Errorf(code, "multinet: cannot read pod %s: %v", inv.pod.ref(), err)
 	}
-
-	var pod *kube.Pod
-	var client *kube.Client
-	if inv.pod.Name != "" && inv.pod.Namespace != "" {
-		var err error
-		if client, err = inv.kube(); err != nil {
-			if onDisk {
-				// Without API access only the cluster network can be attached.
-				inv.log.Warn("no Kubernetes API access: attaching the cluster network only", "pod", inv.pod.ref(), "error", err)
-				client = nil
-			} else {
-				return nil, nil, err
-			}
-		}
+	if inv.pod.UID != "" && pod.Metadata.UID != "" && pod.Metadata.UID != inv.pod.UID {
+		return nil, spec.Errorf(spec.ErrTryAgainLater, "multinet: pod %s has UID %s, the runtime's sandbox is for UID %s (the pod was re-created)",
+			inv.pod.ref(), pod.Metadata.UID, inv.pod.UID)
 	}
-	if client != nil {
-		var err error
-		pod, err = client.GetPod(ctx, inv.pod.Namespace, inv.pod.Name)
-		if err != nil {
-			code := spec.ErrTryAgainLater
-			if kube.IsNotFound(err) {
-				code = spec.ErrUnknownContainer
-			}
-			return nil, nil, spec.Errorf(code, "multinet: cannot read pod %s: %v", inv.pod.ref(), err)
+	info := &apiInfo{pod: pod}
+	ann := pod.Metadata.Annotations
+	if v := strings.TrimSpace(ann[api.DefaultNetworkAnnotation]); v != "" {
+		r := selection.Parse(v, pod.Metadata.Namespace, selection.Options{})
+		if r.Fatal() || r.Ignored() || len(r.Selections) != 1 {
+			return nil, spec.Errorf(spec.ErrInvalidNetworkConfig, "multinet: pod %s: annotation %s=%q must name exactly one NetworkAttachmentDefinition: %v",
+				inv.pod.ref(), api.DefaultNetworkAnnotation, v, problemsText(r.Problems))
 		}
-		if inv.pod.UID != "" && pod.Metadata.UID != "" && pod.Metadata.UID != inv.pod.UID {
-			return nil, nil, spec.Errorf(spec.ErrTryAgainLater, "multinet: pod %s has UID %s, the runtime's sandbox is for UID %s (the pod was re-created)",
-				inv.pod.ref(), pod.Metadata.UID, inv.pod.UID)
+		s := r.Selections[0]
+		if err := inv.isolation(s); err != nil {
+			return nil, err
 		}
-		plan.PodUID = pod.Metadata.UID
-	} else if !onDisk {
-		return nil, nil, spec.Errorf(spec.ErrInvalidNetworkConfig,
-			"multinet: clusterNetwork %q is neither a file, a directory nor a network in %s, and without pod arguments (K8S_POD_NAMESPACE, K8S_POD_NAME) no NetworkAttachmentDefinition can be read",
-			cfg.ClusterNetwork, cfg.ConfDir)
+		info.override = s.Ref()
 	}
-
-	// Which NetworkAttachmentDefinitions: [default override], [cluster
-	// network NAD], defaultNetworks, annotation selections.
-	var (
-		clusterRef string
-		defaults   []*selection.Selection
-		sels       []*selection.Selection
-	)
-	if pod != nil {
-		ann := pod.Metadata.Annotations
-		if v := strings.TrimSpace(ann[api.DefaultNetworkAnnotation]); v != "" {
-			r := selection.Parse(v, pod.Metadata.Namespace, selection.Options{})
-			if r.Fatal() || r.Ignored() || len(r.Selections) != 1 {
-				return nil, nil, spec.Errorf(spec.ErrInvalidNetworkConfig, "multinet: pod %s: annotation %s=%q must name exactly one NetworkAttachmentDefinition: %v",
-					inv.pod.ref(), api.DefaultNetworkAnnotation, v, problemsText(r.Problems))
-			}
-			s := r.Selections[0]
-			if err := inv.isolation(s); err != nil {
-				return nil, nil, err
-			}
-			clusterRef = s.Ref()
-		}
-		res := selection.Parse(ann[api.NetworksAnnotation], pod.Metadata.Namespace,
-			selection.Options{DefaultInterface: a.IfName, InterfacePrefix: cfg.InterfacePrefix})
-		if err := res.Err(); err != nil {
-			return nil, nil, spec.Errorf(spec.ErrInvalidNetworkConfig, "multinet: pod %s: %s", inv.pod.ref(), spec.AsError(err, 7).Msg)
-		}
-		inv.reportProblems(ctx, client, pod, res.Problems)
-		sels = res.Selections
-		if !slices.Contains(cfg.SystemNamespaces, pod.Metadata.Namespace) {
-			defaults = inv.defaultNetworks(sels)
-		}
-		for _, s := range sels {
-			if err := inv.isolation(s); err != nil {
-				return nil, nil, err
-			}
+	res := selection.Parse(ann[api.NetworksAnnotation], pod.Metadata.Namespace,
+		selection.Options{DefaultInterface: a.IfName, InterfacePrefix: cfg.InterfacePrefix})
+	if err := res.Err(); err != nil {
+		return nil, spec.Errorf(spec.ErrInvalidNetworkConfig, "multinet: pod %s: %s", inv.pod.ref(), spec.AsError(err, 7).Msg)
+	}
+	inv.reportProblems(ctx, client, pod, res.Problems)
+	info.sels = res.Selections
+	if !slices.Contains(cfg.SystemNamespaces, pod.Metadata.Namespace) {
+		info.defaults = inv.defaultNetworks(info.sels)
+	}
+	for _, s := range info.sels {
+		if err := inv.isolation(s); err != nil {
+			return nil, err
 		}
 	}
-	if clusterRef == "" && !onDisk {
-		clusterRef = qualify(cfg.ClusterNetwork, cfg.MultusNamespace)
-	}
-
-	// One GET per distinct NetworkAttachmentDefinition, in parallel.
-	refs := []string{}
-	if clusterRef != "" {
+	var refs []string
+	if info.override != "" {
+		refs = append(refs, info.override)
+	} else if clusterRef != "" {
 		refs = append(refs, clusterRef)
 	}
-	for _, s := range append(slices.Clone(defaults), sels...) {
+	for _, s := range append(slices.Clone(info.defaults), info.sels...) {
 		refs = append(refs, s.Ref())
 	}
-	lists, err := inv.fetchNADs(ctx, client, refs)
-	if err != nil {
-		return nil, nil, err
+	if info.lists, err = inv.fetchNADs(ctx, client, refs); err != nil {
+		return nil, err
 	}
-
-	// The cluster network first (§6.2), with the runtime's runtimeConfig
-	// (§7.5: no other attachment gets it).
-	def := &Attachment{IfName: a.IfName, Default: true, CapabilityArgs: cfg.capabilityArgs()}
-	if clusterRef != "" {
-		clusterList, def.Name = lists[clusterRef], clusterRef
-	} else {
-		def.Name = cfg.MultusNamespace + "/" + clusterList.Name
-	}
-	if def.Config, err = selfContained(clusterList, nil); err != nil {
-		return nil, nil, spec.Errorf(spec.ErrInvalidNetworkConfig, "multinet: cluster network: %v", err)
-	}
-	plan.Attachments = append(plan.Attachments, def)
-
-	for _, s := range append(defaults, sels...) {
-		att, err := inv.attachment(s, lists[s.Ref()])
-		if err != nil {
-			return nil, nil, err
-		}
-		plan.Attachments = append(plan.Attachments, att)
-	}
-	for _, att := range plan.Attachments {
-		if _, err := att.List(); err != nil {
-			return nil, nil, spec.Errorf(spec.ErrInvalidNetworkConfig, "multinet: %s: %v", describe(att), err)
-		}
-	}
-	return plan, pod, nil
+	return info, nil
 }
 
 // attachment builds one selected network's attachment: capability args
@@ -418,6 +504,14 @@ func (inv *invocation) writeStatus(ctx context.Context, pod *kube.Pod, plan *Pla
 	value, err := status.Encode(entries)
 	if err != nil {
 		return spec.Errorf(spec.ErrInternal, "multinet: %v", err)
+	}
+	if inv.cfg.AsyncNetworkStatus {
+		err := inv.writeStatusDetached(&statusJob{Config: inv.args.StdinData, Namespace: pod.Metadata.Namespace,
+			Name: pod.Metadata.Name, UID: pod.Metadata.UID, Value: value})
+		if err != nil {
+			inv.log.Error("cannot start the network status writer", "pod", inv.pod.ref(), "error", err)
+		}
+		return nil
 	}
 	client, err := inv.kube()
 	if err != nil {

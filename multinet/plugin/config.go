@@ -71,6 +71,10 @@ type Config struct {
 	SystemNamespaces []string `json:"systemNamespaces,omitempty"`
 	// APITimeoutSeconds bounds each apiserver request; 0 means 10 s.
 	APITimeoutSeconds int `json:"apiTimeoutSeconds,omitempty"`
+	// AsyncNetworkStatus writes the network-status annotation from a
+	// detached process after ADD returned, instead of before: ADD is
+	// faster, but a failed write is only logged.
+	AsyncNetworkStatus bool `json:"asyncNetworkStatus,omitempty"`
 	// InterfacePrefix names generated secondary interfaces (net1, net2, ...).
 	InterfacePrefix string `json:"interfacePrefix,omitempty"`
 	// RuntimeConfig is what the runtime passes for our declared

@@ -48,6 +48,7 @@ type invocation struct {
 	client    *kube.Client
 	clientErr error
 	clientSet bool
+	start     time.Time
 }
 
 func newInvocation(a *skel.CmdArgs) (*invocation, func(), error) {
@@ -60,7 +61,7 @@ func newInvocation(a *skel.CmdArgs) (*invocation, func(), error) {
 		stderr = io.Discard
 	}
 	log, closeLog := newLogger(cfg, stderr)
-	inv := &invocation{cfg: cfg, args: a, log: log}
+	inv := &invocation{cfg: cfg, args: a, log: log, start: time.Now()}
 	pairs, err := spec.ParseCNIArgs(a.Args)
 	if err != nil {
 		closeLog()
