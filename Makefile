@@ -8,6 +8,9 @@ CNITOOL_VERSION ?= v1.3.1
 REF_BIN ?= $(HOME)/.cache/patchbay/ref-$(REF_PLUGINS_VERSION)
 export PATCHBAY_BIN := $(BIN)
 export PATCHBAY_REF_BIN := $(REF_BIN)
+# A real etcd + kube-apiserver for the multinet tests (scripts/kube-deps.sh).
+KUBE_VERSION ?= v1.32.13
+export PATCHBAY_KUBE_APISERVER ?= $(HOME)/.cache/patchbay/kube-$(KUBE_VERSION)/kube-apiserver
 
 .PHONY: build test test-deps demo bench vet clean
 
@@ -15,11 +18,13 @@ build:
 	@mkdir -p $(BIN)
 	$(GO) build -trimpath -ldflags='-s -w' -o $(BIN)/patchbay ./cmd/patchbay
 	$(GO) build -trimpath -ldflags='-s -w' -o $(BIN)/patchbay-plugins ./cmd/plugins
+	$(GO) build -trimpath -ldflags='-s -w' -o $(BIN)/multinet ./cmd/multinet
 	@cd $(BIN) && for t in $$(./patchbay-plugins types); do ln -sf patchbay-plugins $$t; done
 	@echo "built: $$(cd $(BIN) && ls | tr '\n' ' ')"
 
 test-deps:
 	REF_BIN=$(REF_BIN) REF_PLUGINS_VERSION=$(REF_PLUGINS_VERSION) CNITOOL_VERSION=$(CNITOOL_VERSION) bash scripts/test-deps.sh
+	bash scripts/kube-deps.sh
 
 vet:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
