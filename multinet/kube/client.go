@@ -172,8 +172,8 @@ var ErrPodReplaced = errors.New("the pod was deleted and re-created with another
 // SetNetworkStatus writes the network-status annotation through the pod's
 // status subresource (so a node agent needs only pods/status rights) with a
 // JSON merge patch. The patch carries metadata.uid, which the apiserver
-// treats as a precondition: a pod re-created under the same name is never
-// written (ErrPodReplaced). Conflicts (409) and throttling/unavailability
+// refuses to change: a pod re-created under the same name is never written
+// (ErrPodReplaced). Conflicts (409) and throttling/unavailability
 // (429, 500, 503, 504) are retried with backoff, at most attempts times.
 func (c *Client) SetNetworkStatus(ctx context.Context, ns, name, uid, value string, attempts int) error {
 	meta := map[string]any{"annotations": map[string]any{api.NetworkStatusAnnotation: value}}
@@ -194,7 +194,11 @@ func (c *Client) SetNetworkStatus(ctx context.Context, ns, name, uid, value stri
 		if !errors.As(err, &se) {
 			return err
 		}
-		if se.Code == http.StatusConflict && uid != "" && strings.Contains(se.Message, "Precondition failed: UID") {
+		// A patch whose metadata.uid differs from the stored pod's is
+		// refused: 422 "metadata.uid ... field is immutable" (or a 409
+		// precondition failure on older servers).
+		if uid != "" && (se.Code == http.StatusConflict && strings.Contains(se.Message, "Precondition failed: UID") ||
+			se.Code == http.StatusUnprocessableEntity && strings.Contains(se.Message, "metadata.uid")) {
 			return fmt.Errorf("%w: %v", ErrPodReplaced, err)
 		}
 		switch se.Code {
