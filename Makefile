@@ -14,6 +14,9 @@ export PATCHBAY_KUBE_APISERVER ?= $(HOME)/.cache/patchbay/kube-$(KUBE_VERSION)/k
 
 .PHONY: build test test-deps demo bench vet clean
 
+# Static binaries (CGO_ENABLED=0): no dynamic loader at start-up, which is
+# measurable per plugin exec (about 0.5 ms here), and no libc dependency.
+build: export CGO_ENABLED := 0
 build:
 	@mkdir -p $(BIN)
 	$(GO) build -trimpath -ldflags='-s -w' -o $(BIN)/patchbay ./cmd/patchbay
