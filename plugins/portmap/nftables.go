@@ -143,19 +143,40 @@ func (b *nftBackend) addOnce(r *request, rules []*nftables.Rule) error {
 		return fmt.Errorf("open nftables: %w", err)
 	}
 	defer c.CloseLasting()
-	// A repeated ADD of the same attachment replaces its rules.
-	old, err := b.owned(c, func(k string) bool { return k == r.Key })
+	present, err := b.presentChains(c)
 	if err != nil {
 		return err
 	}
-	c.AddTable(tbl)
-	for _, ch := range []*nftables.Chain{chPorts, chPre, chOut, chMasq} {
-		c.AddChain(ch)
+	// A repeated ADD of the same attachment replaces its rules.
+	old, err := b.ownedIn(c, present, func(k string) bool { return k == r.Key })
+	if err != nil {
+		return err
 	}
-	// The entry rules are rewritten in the same transaction: exactly one each.
+	// Only what is missing or wrong is (re)written. Re-adding an existing
+	// chain or rewriting the entry rules would queue kernel objects for
+	// RCU-deferred release, and closing the socket then waits a grace period
+	// (~10 ms): ADD of a further attachment must only add rules.
+	if len(present) == 0 { // no table, or a table without our chains
+		c.AddTable(tbl)
+	}
+	for _, ch := range []*nftables.Chain{chPorts, chPre, chOut, chMasq} {
+		if !present[ch.Name] {
+			c.AddChain(ch)
+		}
+	}
 	for _, ch := range []*nftables.Chain{chPre, chOut} {
-		c.FlushChain(ch)
-		c.AddRule(&nftables.Rule{Table: tbl, Chain: ch, Exprs: jumpIfLocal()})
+		ok := false
+		if present[ch.Name] {
+			if ok, err = b.hasOnlyEntryRule(c, ch); err != nil {
+				return err
+			}
+			if !ok {
+				c.FlushChain(ch)
+			}
+		}
+		if !ok {
+			c.AddRule(&nftables.Rule{Table: tbl, Chain: ch, Exprs: jumpIfLocal()})
+		}
 	}
 	for _, o := range old {
 		if err := c.DelRule(o); err != nil {
@@ -171,6 +192,16 @@ func (b *nftBackend) addOnce(r *request, rules []*nftables.Rule) error {
 	return nil
 }
 
+// hasOnlyEntryRule reports whether an entry chain holds exactly the one
+// jump rule it should.
+func (b *nftBackend) hasOnlyEntryRule(c *nftables.Conn, ch *nftables.Chain) (bool, error) {
+	rules, err := c.GetRules(tbl, ch)
+	if err != nil {
+		return false, fmt.Errorf("list rules of inet %s %s: %w", nftTable, ch.Name, err)
+	}
+	return len(rules) == 1 && reflect.DeepEqual(rules[0].Exprs, jumpIfLocal()), nil
+}
+
 // owned lists the rules of the key chains whose key matches; a missing
 // table or chain simply has none.
 func (b *nftBackend) owned(c *nftables.Conn, match func(string) bool) ([]*nftables.Rule, error) {
@@ -178,6 +209,11 @@ func (b *nftBackend) owned(c *nftables.Conn, match func(string) bool) ([]*nftabl
 	if err != nil {
 		return nil, err
 	}
+	return b.ownedIn(c, present, match)
+}
+
+// ownedIn is owned with the chain listing already done.
+func (b *nftBackend) ownedIn(c *nftables.Conn, present map[string]bool, match func(string) bool) ([]*nftables.Rule, error) {
 	var out []*nftables.Rule
 	for _, ch := range keyChains {
 		if !present[ch.Name] {

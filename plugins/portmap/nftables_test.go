@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/patchbay-cni/patchbay/internal/testutil"
 	"github.com/patchbay-cni/patchbay/spec"
 )
 
@@ -26,7 +27,20 @@ func TestNftables(t *testing.T) {
 	if !strings.Contains(out, c0.ip4) {
 		t.Fatalf("ADD did not pass prevResult through: %s", out)
 	}
+	entry := func() string {
+		out, err := testutil.InNS(t, tp.host, "nft", "-a", "list", "chain", "inet", "patchbay_portmap", "prerouting")
+		if err != nil {
+			t.Fatalf("list the entry chain: %v: %s", err, out)
+		}
+		return out
+	}
+	before := entry()
 	mustRun(t, tp.hostPath, "ADD", "ctr1", "eth0", c1.path, conf1)
+	// A further attachment only adds rules: the entry rule keeps its handle
+	// (rewriting it would make every ADD wait an RCU grace period).
+	if after := entry(); after != before {
+		t.Errorf("the second ADD rewrote the entry chain:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
 	// A repeated ADD replaces the attachment's rules rather than doubling them.
 	mustRun(t, tp.hostPath, "ADD", "ctr0", "eth0", c0.path, conf0)
 
