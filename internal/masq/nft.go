@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"reflect"
 	"strings"
 
 	"github.com/google/nftables"
@@ -58,6 +59,34 @@ func rulesWithPrefix(c *nftables.Conn, prefix string) ([]*nftables.Rule, error) 
 	return out, nil
 }
 
+// chainsOf names the chains of tbl that exist (none when tbl does not).
+func chainsOf(c *nftables.Conn, tbl *nftables.Table) (map[string]bool, error) {
+	chains, err := c.ListChainsOfTableFamily(tbl.Family)
+	if err != nil && !errors.Is(err, unix.ENOENT) {
+		return nil, fmt.Errorf("list nftables chains: %w", err)
+	}
+	present := map[string]bool{}
+	for _, ch := range chains {
+		if ch.Table != nil && ch.Table.Name == tbl.Name {
+			present[ch.Name] = true
+		}
+	}
+	return present, nil
+}
+
+// sameExprs reports whether the rules are exactly want, in order.
+func sameExprs(rules []*nftables.Rule, want [][]expr.Any) bool {
+	if len(rules) != len(want) {
+		return false
+	}
+	for i, r := range rules {
+		if !reflect.DeepEqual(r.Exprs, want[i]) {
+			return false
+		}
+	}
+	return true
+}
+
 func setupNFT(ips []netip.Prefix, k Key) error {
 	c, done, err := conn()
 	if err != nil {
@@ -68,19 +97,50 @@ func setupNFT(ips []netip.Prefix, k Key) error {
 	if err != nil {
 		return err
 	}
-	c.AddTable(table)
-	checks := c.AddChain(&nftables.Chain{Name: checkChain, Table: table})
-	post := c.AddChain(&nftables.Chain{
+	// Only what is missing or wrong is written: re-adding existing chains or
+	// rebuilding postrouting would queue RCU-deferred frees that the socket
+	// close then waits for (~10 ms per ADD).
+	checks := &nftables.Chain{Name: checkChain, Table: table}
+	post := &nftables.Chain{
 		Name: postChain, Table: table, Type: nftables.ChainTypeNAT,
 		Hooknum: nftables.ChainHookPostrouting, Priority: nftables.ChainPriorityNATSource,
-	})
-	// postrouting is rebuilt each time, as the reference does: multicast
-	// returns, everything else goes to masq_checks.
-	c.FlushChain(post)
+	}
+	// postrouting: multicast returns, everything else goes to masq_checks
+	// (the reference's layout).
 	mc4, mc6 := netip.MustParsePrefix("224.0.0.0/4"), netip.MustParsePrefix("ff00::/8")
-	c.AddRule(&nftables.Rule{Table: table, Chain: post, Exprs: append(daddrIn(mc4, expr.CmpOpEq), &expr.Verdict{Kind: expr.VerdictReturn})})
-	c.AddRule(&nftables.Rule{Table: table, Chain: post, Exprs: append(daddrIn(mc6, expr.CmpOpEq), &expr.Verdict{Kind: expr.VerdictReturn})})
-	c.AddRule(&nftables.Rule{Table: table, Chain: post, Exprs: []expr.Any{&expr.Verdict{Kind: expr.VerdictGoto, Chain: checkChain}}})
+	wantPost := [][]expr.Any{
+		append(daddrIn(mc4, expr.CmpOpEq), &expr.Verdict{Kind: expr.VerdictReturn}),
+		append(daddrIn(mc6, expr.CmpOpEq), &expr.Verdict{Kind: expr.VerdictReturn}),
+		{&expr.Verdict{Kind: expr.VerdictGoto, Chain: checkChain}},
+	}
+	present, err := chainsOf(c, table)
+	if err != nil {
+		return err
+	}
+	if len(present) == 0 {
+		c.AddTable(table)
+	}
+	if !present[checkChain] {
+		c.AddChain(checks)
+	}
+	postOK := false
+	if present[postChain] {
+		got, err := c.GetRules(table, post)
+		if err != nil {
+			return fmt.Errorf("list nftables rules of %s %s: %w", tableName, postChain, err)
+		}
+		postOK = sameExprs(got, wantPost)
+		if !postOK {
+			c.FlushChain(post)
+		}
+	} else {
+		c.AddChain(post)
+	}
+	if !postOK {
+		for _, ex := range wantPost {
+			c.AddRule(&nftables.Rule{Table: table, Chain: post, Exprs: ex})
+		}
+	}
 	for _, r := range stale {
 		if err := c.DelRule(r); err != nil {
 			return fmt.Errorf("remove stale masquerade rule: %w", err)

@@ -11,7 +11,16 @@ func TestIPMasqRulesPerContainer(t *testing.T) {
 	_, bPath := h.container()
 	conf := h.conf("1.1.0", map[string]any{"ipMasq": true, "isGateway": true}, "10.29.0.0/24", "fd00:29::/64")
 	h.mustAdd(conf, "ma", aPath, "eth0")
+	post := func() string {
+		return in(t, h.host, "nft", "-a", "list", "chain", "inet", "cni_plugins_masquerade", "postrouting")
+	}
+	before := post()
 	h.mustAdd(conf, "mb", bPath, "eth0")
+	// A further container only adds rules: postrouting keeps its handles
+	// (rebuilding it would make every ADD wait an RCU grace period).
+	if after := post(); after != before {
+		t.Errorf("the second ADD rebuilt postrouting:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
 
 	rules := masqRules(t, h.host)
 	if len(rules) != 4 || count(rules, "id: ma") != 2 || count(rules, "id: mb") != 2 {
