@@ -1,7 +1,6 @@
 package plugin
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -34,10 +33,22 @@ func (inv *invocation) writeStatusDetached(job *statusJob) error {
 		return err
 	}
 	cmd := exec.Command(self, "write-status")
-	cmd.Stdin = bytes.NewReader(data)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	// The job is written to the pipe before we return: a copying goroutine
+	// (cmd.Stdin) could lose it when this process exits first.
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return err
+	}
 	if err := cmd.Start(); err != nil {
 		return err
+	}
+	_, werr := in.Write(data)
+	if cerr := in.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr != nil {
+		return werr
 	}
 	// Not waited for: it outlives us and is reaped by init.
 	return cmd.Process.Release()
