@@ -329,3 +329,33 @@ func TestAsyncNetworkStatus(t *testing.T) {
 	}
 	e.mustDel(p)
 }
+
+// §7.3: operations on one container are serialized (ADD and DEL racing end
+// clean after a final DEL); different containers proceed in parallel.
+func TestConcurrentOperations(t *testing.T) {
+	e := newEnv(t)
+	e.nad("", "blue", e.bridgeNAD("", 1, nil))
+	var pods []*pod
+	for _, n := range []string{"p1", "p2", "p3"} {
+		pods = append(pods, e.pod(n, map[string]string{api.NetworksAnnotation: "blue"}))
+	}
+	errs := make(chan error, 2*len(pods))
+	for _, p := range pods {
+		go func() { _, err := e.add(p); errs <- err }()
+		go func() { time.Sleep(5 * time.Millisecond); errs <- e.del(p) }()
+	}
+	for range 2 * len(pods) {
+		if err := <-errs; err != nil {
+			t.Errorf("concurrent operation: %v", err)
+		}
+	}
+	for _, p := range pods {
+		e.mustDel(p)
+		if l := e.links(p); len(l) != 0 {
+			t.Errorf("%s: interfaces left: %v", p.name, l)
+		}
+	}
+	if l := e.leases(); len(l) != 0 {
+		t.Errorf("leases left: %v", l)
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 
 	"github.com/patchbay-cni/patchbay/multinet/plugin"
@@ -19,6 +20,9 @@ import (
 )
 
 func main() {
+	// One short-lived invocation allocates a few MB at most: garbage
+	// collection would only cost CPU the delegates need.
+	debug.SetGCPercent(-1)
 	if len(os.Args) > 1 && os.Args[1] == "install" {
 		os.Exit(install(os.Args[2:]))
 	}
