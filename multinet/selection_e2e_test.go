@@ -47,6 +47,9 @@ func TestInterfaceNamesAndDefaultRoute(t *testing.T) {
 	if lines := strings.Split(strings.TrimSpace(out), "\n"); len(lines) != 1 || !strings.Contains(out, "via 10.78.2.1 dev net1") {
 		t.Errorf("default routes in the pod:\n%s\nwant one via 10.78.2.1 dev net1", out)
 	}
+	if err := e.check(p); err != nil {
+		t.Errorf("CHECK after default-route: %v", err)
+	}
 	e.mustDel(p)
 	if l := e.links(p); len(l) != 0 || len(e.leases()) != 0 {
 		t.Errorf("left after DEL: interfaces %v, leases %v", l, e.leases())
