@@ -8,6 +8,7 @@ require (
 	github.com/vishvananda/netlink v1.3.1
 	github.com/vishvananda/netns v0.0.5
 	golang.org/x/sys v0.49.0
+	sigs.k8s.io/yaml v1.4.0
 )
 
 require (
@@ -16,5 +17,4 @@ require (
 	github.com/mdlayher/socket v0.5.0 // indirect
 	golang.org/x/net v0.33.0 // indirect
 	golang.org/x/sync v0.6.0 // indirect
-	sigs.k8s.io/yaml v1.4.0 // indirect
 )
