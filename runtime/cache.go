@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/patchbay-cni/patchbay/internal/atomicfile"
 	"github.com/patchbay-cni/patchbay/spec"
 )
 
@@ -123,9 +124,9 @@ func (c *CNI) lookup(network, containerID, ifName string) (*CachedAttachment, er
 	return a, err
 }
 
-// writeEntry stores an ADD's outcome atomically: a temporary file in the same
-// directory, fsync, rename, then fsync of the directory. Dirs are 0700 and
-// files 0600 (results may hold addresses of other tenants).
+// writeEntry stores an ADD's outcome atomically (atomicfile: temp file and
+// rename, no fsync, like libcni, which does not fsync either). Dirs are 0700
+// and files 0600 (results may hold addresses of other tenants).
 func (c *CNI) writeEntry(list *spec.ConfList, rt *RuntimeConf, result *spec.Result) error {
 	res, err := result.Encode(list.Version())
 	if err != nil {
@@ -147,31 +148,7 @@ func (c *CNI) writeEntry(list *spec.ConfList, rt *RuntimeConf, result *spec.Resu
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
-	final := c.cacheFile(list.Name, rt.ContainerID, rt.IfName)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(final)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name()) // no-op after the rename
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp.Name(), final); err != nil {
-		return err
-	}
-	if d, err := os.Open(dir); err == nil {
-		d.Sync() // best effort: makes the rename durable
-		d.Close()
-	}
-	return nil
+	return atomicfile.Write(c.cacheFile(list.Name, rt.ContainerID, rt.IfName), data, 0o600, false)
 }
 
 // removeEntry deletes an attachment's cache file; a missing one is fine.

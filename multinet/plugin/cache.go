@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/patchbay-cni/patchbay/internal/atomicfile"
 	"github.com/patchbay-cni/patchbay/spec"
 )
 
@@ -80,20 +81,7 @@ func writePlan(cniDir string, p *Plan) error {
 	if err := os.MkdirAll(cniDir, 0o700); err != nil {
 		return err
 	}
-	final := planPath(cniDir, p.ContainerID)
-	tmp, err := os.CreateTemp(cniDir, "."+p.ContainerID+".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), final)
+	return atomicfile.Write(planPath(cniDir, p.ContainerID), data, 0o600, false)
 }
 
 // errCorruptPlan marks a plan file that exists but cannot be used.

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/patchbay-cni/patchbay/internal/atomicfile"
 	"github.com/patchbay-cni/patchbay/spec"
 )
 
@@ -62,20 +63,7 @@ func writeSaved(path string, s *saved) error {
 	if err != nil {
 		return fmt.Errorf("encode saved values: %w", err)
 	}
-	f, err := os.CreateTemp(dir, ".tmp-*")
-	if err != nil {
-		return spec.Errorf(spec.ErrIOFailure, "tuning: save previous values in %s: %v", dir, err)
-	}
-	_, werr := f.Write(data)
-	cerr := f.Close()
-	if werr == nil {
-		werr = cerr
-	}
-	if werr == nil {
-		werr = os.Rename(f.Name(), path)
-	}
-	if werr != nil {
-		os.Remove(f.Name())
+	if werr := atomicfile.Write(path, data, 0o600, false); werr != nil {
 		return spec.Errorf(spec.ErrIOFailure, "tuning: save previous values to %s: %v", path, werr)
 	}
 	return nil
