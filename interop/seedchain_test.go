@@ -2,7 +2,6 @@ package interop
 
 import (
 	"bufio"
-	"fmt"
 	"io"
 	"net"
 	"os"
@@ -12,36 +11,10 @@ import (
 	"time"
 
 	"github.com/patchbay-cni/patchbay/internal/netns"
+	"github.com/patchbay-cni/patchbay/internal/seed"
 	"github.com/patchbay-cni/patchbay/internal/testutil"
 	"github.com/patchbay-cni/patchbay/spec"
 )
-
-// seedConflist is the CNI spec's example network (cni-spec-1.1.md §1
-// "Example configuration") with the bridge as gateway (so the host can
-// reach the port mapping) and state directories in the test's temp dir.
-const seedConflist = `{
-  "cniVersion": "1.1.0",
-  "cniVersions": ["0.3.1", "0.4.0", "1.0.0", "1.1.0"],
-  "name": "dbnet",
-  "plugins": [
-    {
-      "type": "bridge",
-      "bridge": "cni0",
-      "isGateway": true,
-      "keyA": ["some more", "plugin specific", "configuration"],
-      "ipam": {
-        "type": "host-local",
-        "subnet": "10.1.0.0/16",
-        "gateway": "10.1.0.1",
-        "dataDir": %q,
-        "routes": [{"dst": "0.0.0.0/0"}]
-      },
-      "dns": {"nameservers": ["10.1.0.1"]}
-    },
-    {"type": "tuning", "capabilities": {"mac": true}, "dataDir": %q, "sysctl": {"net.core.somaxconn": "500"}},
-    {"type": "portmap", "capabilities": {"portMappings": true}}
-  ]
-}`
 
 // TestCnitoolSeedChain: the reference cnitool drives our bridge + host-local
 // + tuning + portmap through the spec's example with CAP_ARGS (mac +
@@ -55,14 +28,14 @@ func TestCnitoolSeedChain(t *testing.T) {
 	confDir := filepath.Join(work, "net.d")
 	ipamDir := filepath.Join(work, "ipam")
 	os.MkdirAll(confDir, 0o755)
-	conf := fmt.Sprintf(seedConflist, ipamDir, filepath.Join(work, "tuning"))
+	conf := seed.Conflist(ipamDir, filepath.Join(work, "tuning"))
 	if err := os.WriteFile(filepath.Join(confDir, "10-dbnet.conflist"), []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	const mac = "00:11:22:33:44:66" // the spec example's new mac
 	capArgs := []string{"CAP_ARGS=" + `{"mac":"` + mac + `","portMappings":[{"hostPort":8080,"containerPort":80,"protocol":"tcp"}]}`}
 
-	out, err := cnitoolEnv(t, hostNS, confDir, capArgs, "add", "dbnet", ctrPath)
+	out, err := cnitoolEnv(t, hostNS, confDir, capArgs, "add", seed.NetworkName, ctrPath)
 	if err != nil {
 		t.Fatalf("cnitool add: %v\n%s", err, out)
 	}
@@ -102,10 +75,10 @@ func TestCnitoolSeedChain(t *testing.T) {
 	}
 	stop()
 
-	if out, err := cnitoolEnv(t, hostNS, confDir, capArgs, "check", "dbnet", ctrPath); err != nil {
+	if out, err := cnitoolEnv(t, hostNS, confDir, capArgs, "check", seed.NetworkName, ctrPath); err != nil {
 		t.Fatalf("cnitool check: %v\n%s", err, out)
 	}
-	if out, err := cnitoolEnv(t, hostNS, confDir, capArgs, "del", "dbnet", ctrPath); err != nil {
+	if out, err := cnitoolEnv(t, hostNS, confDir, capArgs, "del", seed.NetworkName, ctrPath); err != nil {
 		t.Fatalf("cnitool del: %v\n%s", err, out)
 	}
 
@@ -120,7 +93,7 @@ func TestCnitoolSeedChain(t *testing.T) {
 	if out, err := testutil.InNS(t, ctrNS, "ip", "-o", "link", "show", "eth0"); err == nil {
 		t.Errorf("eth0 left in the container: %s", out)
 	}
-	entries, _ := os.ReadDir(filepath.Join(ipamDir, "dbnet"))
+	entries, _ := os.ReadDir(filepath.Join(ipamDir, seed.NetworkName))
 	for _, e := range entries {
 		if strings.HasPrefix(e.Name(), "10.1.") {
 			t.Errorf("host-local allocation left: %s", e.Name())
@@ -130,7 +103,7 @@ func TestCnitoolSeedChain(t *testing.T) {
 	if strings.Contains(rules, ip.Address.Addr().String()) || strings.Contains(rules, "dnat") {
 		t.Errorf("nftables rules left after DEL:\n%s", rules)
 	}
-	if out, err := cnitoolEnv(t, hostNS, confDir, capArgs, "del", "dbnet", ctrPath); err != nil {
+	if out, err := cnitoolEnv(t, hostNS, confDir, capArgs, "del", seed.NetworkName, ctrPath); err != nil {
 		t.Fatalf("second cnitool del: %v\n%s", err, out)
 	}
 }

@@ -20,38 +20,9 @@ import (
 	"time"
 
 	"github.com/patchbay-cni/patchbay/internal/netns"
+	"github.com/patchbay-cni/patchbay/internal/seed"
 	"github.com/patchbay-cni/patchbay/spec"
 )
-
-// defaultConflist is the spec's example network ("dbnet"), with the bridge as
-// the subnet's gateway so the demo host can reach the containers, hairpin
-// mode so a container can reach its own port mapping (needed whenever
-// br_netfilter is loaded, as kubelet configures it), and host-local's
-// dataDir in the demo's temporary directory.
-const defaultConflist = `{
-  "cniVersion": "1.1.0",
-  "cniVersions": ["0.3.1", "0.4.0", "1.0.0", "1.1.0"],
-  "name": "dbnet",
-  "plugins": [
-    {
-      "type": "bridge",
-      "bridge": "cni0",
-      "isGateway": true,
-      "hairpinMode": true,
-      "keyA": ["some more", "plugin specific", "configuration"],
-      "ipam": {
-        "type": "host-local",
-        "subnet": "10.1.0.0/16",
-        "gateway": "10.1.0.1",
-        "dataDir": "%s",
-        "routes": [{"dst": "0.0.0.0/0"}]
-      },
-      "dns": {"nameservers": ["10.1.0.1"]}
-    },
-    {"type": "tuning", "capabilities": {"mac": true}, "sysctl": {"net.core.somaxconn": "500"}},
-    {"type": "portmap", "capabilities": {"portMappings": true}}
-  ]
-}`
 
 type demo struct {
 	bin, work, confDir, cacheDir string
@@ -110,7 +81,7 @@ func (d *demo) run() int {
 	d.confDir = filepath.Join(d.work, "net.d")
 	d.cacheDir = filepath.Join(d.work, "cache")
 	os.MkdirAll(d.confDir, 0o755)
-	conf := fmt.Sprintf(defaultConflist, filepath.Join(d.work, "ipam"))
+	conf := seed.Conflist(filepath.Join(d.work, "ipam"), filepath.Join(d.work, "tuning"))
 	if err := os.WriteFile(filepath.Join(d.confDir, "10-dbnet.conflist"), []byte(conf), 0o644); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -231,7 +202,7 @@ func (d *demo) cli(verb, ctr, capArgs string) (string, error) {
 	if capArgs != "" {
 		env = append(env, "CAP_ARGS="+capArgs)
 	}
-	return d.sh(env, append(args, "dbnet", "/run/netns/"+ctr)...)
+	return d.sh(env, append(args, seed.NetworkName, "/run/netns/"+ctr)...)
 }
 
 // serve answers every TCP connection on port 80 in the namespace with msg.
