@@ -12,6 +12,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime/debug"
 	"strings"
 
 	"github.com/patchbay-cni/patchbay/spec"
@@ -214,34 +215,47 @@ func run(ctx context.Context, p Plugin, env Env, stdin io.Reader, stdout, stderr
 		return version, spec.Errorf(spec.ErrInvalidNetworkConfig, "CHECK requires \"prevResult\" in the configuration")
 	}
 
-	switch cmd {
+	return version, dispatch(p, a, stdout, stderr)
+}
+
+// dispatch runs the verb. A panic in plugin code becomes a code-999 error,
+// so the runtime gets error JSON rather than a Go panic dump and exit 2;
+// the stack goes to stderr for the plugin's author.
+func dispatch(p Plugin, a *CmdArgs, stdout, stderr io.Writer) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			fmt.Fprintf(stderr, "plugin %s panicked during %s: %v\n%s", p.Type, a.Command, r, debug.Stack())
+			err = spec.Errorf(spec.ErrInternal, "plugin %s panicked during %s: %v", p.Type, a.Command, r)
+		}
+	}()
+	switch a.Command {
 	case spec.CmdAdd:
 		if p.Add == nil {
-			return version, spec.Errorf(spec.ErrInternal, "plugin %s does not implement ADD", p.Type)
+			return spec.Errorf(spec.ErrInternal, "plugin %s does not implement ADD", p.Type)
 		}
 		res, err := p.Add(a)
 		if err != nil {
-			return version, err
+			return err
 		}
 		if res == nil {
-			return version, spec.Errorf(spec.ErrInternal, "plugin %s returned no result for ADD", p.Type)
+			return spec.Errorf(spec.ErrInternal, "plugin %s returned no result for ADD", p.Type)
 		}
-		out, err := res.Encode(version)
+		out, err := res.Encode(a.Version)
 		if err != nil {
-			return version, err
+			return err
 		}
 		_, err = stdout.Write(append(out, '\n'))
-		return version, err
+		return err
 	case spec.CmdDel:
-		return version, call(p.Del, a)
+		return call(p.Del, a)
 	case spec.CmdCheck:
-		return version, call(p.Check, a)
+		return call(p.Check, a)
 	case spec.CmdGC:
-		return version, call(p.GC, a)
+		return call(p.GC, a)
 	case spec.CmdStatus:
-		return version, call(p.Status, a)
+		return call(p.Status, a)
 	}
-	return version, nil
+	return nil
 }
 
 func call(f func(*CmdArgs) error, a *CmdArgs) error {

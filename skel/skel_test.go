@@ -449,3 +449,23 @@ func TestDelToleratesMalformedArgsAndPrevResult(t *testing.T) {
 	// ADD still refuses the same CNI_ARGS.
 	wantError(t, runPlugin(t, Plugin{Type: "x", Add: func(*CmdArgs) (*spec.Result, error) { return &spec.Result{}, nil }}, env("ADD", "CNI_ARGS", "FOO"), conf100), 4, "1.0.0", "CNI_ARGS")
 }
+
+// A panicking verb becomes a code-999 error JSON (exit 1) naming the plugin
+// and the panic value; the stack goes to stderr, not stdout.
+func TestRunPanicIsAnError(t *testing.T) {
+	var nilMap map[string]int
+	for _, cmd := range []string{"ADD", "DEL", "GC", "STATUS"} {
+		p := Plugin{
+			Type:   "boom",
+			Add:    func(*CmdArgs) (*spec.Result, error) { panic("kaboom") },
+			Del:    func(*CmdArgs) error { nilMap["x"] = 1; return nil },
+			GC:     func(*CmdArgs) error { panic(errors.New("gc exploded")) },
+			Status: func(*CmdArgs) error { var a []int; _ = a[3]; return nil },
+		}
+		o := runPlugin(t, p, env(cmd), `{"cniVersion":"1.1.0","name":"net","type":"boom"}`)
+		wantError(t, o, spec.ErrInternal, "1.1.0", "plugin boom panicked", cmd)
+		if !strings.Contains(o.stderr, "goroutine") {
+			t.Errorf("%s: no stack trace on stderr: %q", cmd, o.stderr)
+		}
+	}
+}
