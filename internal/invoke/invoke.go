@@ -103,6 +103,12 @@ func execOnce(ctx context.Context, path string, env []string, stdin []byte, stde
 	// ErrWaitDelay after a clean exit: the plugin succeeded but left a child
 	// holding its stdout; what it wrote before exiting is its answer.
 	if err == nil || (errors.Is(err, exec.ErrWaitDelay) && ctx.Err() == nil && cmd.ProcessState != nil && cmd.ProcessState.Success()) {
+		// Error JSON with exit 0 is still an error: no result or VERSION
+		// answer has a "code", and taking it for an empty success would
+		// cache it and hide the failure.
+		if e, ok := spec.ParseError(stdout.Bytes()); ok {
+			return nil, e
+		}
 		return stdout.Bytes(), nil
 	}
 	if errors.Is(err, syscall.ETXTBSY) {

@@ -227,3 +227,16 @@ func TestExecNilEnvIsEmpty(t *testing.T) {
 		t.Errorf("out = %q, err = %v", out, err)
 	}
 }
+
+// Error JSON on stdout is a failure even when the plugin exits 0: a result
+// never has a "code", and caching it as an empty success would hide the error.
+func TestExecErrorJSONWithExitZero(t *testing.T) {
+	p := script(t, t.TempDir(), "liar", `echo '{"cniVersion":"1.0.0","code":7,"msg":"bad config"}'; exit 0`)
+	_, err := Exec(context.Background(), p, nil, nil, nil)
+	wantCode(t, err, spec.ErrInvalidNetworkConfig, "bad config")
+	// "code": 0 is no error (spec.ParseError): the output is returned.
+	p = script(t, t.TempDir(), "zero", `echo '{"code":0}'; exit 0`)
+	if out, err := Exec(context.Background(), p, nil, nil, nil); err != nil || !strings.Contains(string(out), "code") {
+		t.Errorf("code 0: %q %v", out, err)
+	}
+}
