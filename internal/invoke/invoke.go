@@ -83,7 +83,8 @@ const execAttempts = 5
 const waitDelay = 500 * time.Millisecond
 
 func execOnce(ctx context.Context, path string, env []string, stdin []byte, stderr io.Writer) ([]byte, error) {
-	var stdout, errBuf bytes.Buffer
+	var stdout bytes.Buffer
+	errBuf := headBuffer{limit: stderrKept}
 	cmd := exec.CommandContext(ctx, path)
 	// Exactly the given environment: a nil env would make os/exec pass on
 	// ours, leaking the caller's CNI_* variables into the plugin.
@@ -120,13 +121,39 @@ func execOnce(ctx context.Context, path string, env []string, stdin []byte, stde
 	if e, ok := spec.ParseError(stdout.Bytes()); ok {
 		return nil, e
 	}
-	msg := strings.TrimSpace(errBuf.String())
+	msg := strings.TrimSpace(errBuf.buf.String())
+	if errBuf.dropped > 0 {
+		msg += fmt.Sprintf(" ... (%d more bytes of stderr)", errBuf.dropped)
+	}
 	if msg == "" {
-		msg = strings.TrimSpace(stdout.String())
+		out := stdout.Bytes()
+		if len(out) > stderrKept {
+			out = fmt.Appendf(out[:stderrKept:stderrKept], " ... (%d more bytes of stdout)", len(out)-stderrKept)
+		}
+		msg = strings.TrimSpace(string(out))
 	}
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) {
 		return nil, spec.Errorf(spec.ErrIOFailure, "failed to run plugin %s: %v", path, err)
 	}
 	return nil, spec.NewError(spec.ErrInternal, fmt.Sprintf("plugin %s failed (%v)", filepath.Base(path), err), msg)
+}
+
+// stderrKept bounds the stderr kept for error messages: a plugin flooding
+// stderr must not make the runtime hold (or print) megabytes.
+const stderrKept = 8 << 10
+
+// headBuffer keeps the first limit bytes written and counts the rest; the
+// head says what went wrong (a Go panic's message comes first).
+type headBuffer struct {
+	limit   int
+	buf     bytes.Buffer
+	dropped int64
+}
+
+func (h *headBuffer) Write(p []byte) (int, error) {
+	keep := min(len(p), h.limit-h.buf.Len())
+	h.buf.Write(p[:keep])
+	h.dropped += int64(len(p) - keep)
+	return len(p), nil
 }

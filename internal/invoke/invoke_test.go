@@ -240,3 +240,31 @@ func TestExecErrorJSONWithExitZero(t *testing.T) {
 		t.Errorf("code 0: %q %v", out, err)
 	}
 }
+
+// A plugin flooding stderr before failing: the error keeps a bounded head of
+// it (the first lines say what went wrong); the stderr writer gets it all.
+func TestExecHugeStderrBounded(t *testing.T) {
+	p := script(t, t.TempDir(), "noisy", `{ echo "first line"; head -c 8000000 /dev/zero | tr '\0' x; } >&2; exit 3`)
+	var all countWriter
+	_, err := Exec(context.Background(), p, nil, nil, &all)
+	ce := wantCode(t, err, spec.ErrInternal, "first line", "more bytes")
+	if len(ce.Details) > 16<<10 {
+		t.Errorf("details hold %d bytes of stderr", len(ce.Details))
+	}
+	if all.n != 8000000+len("first line\n") {
+		t.Errorf("stderr writer got %d bytes", all.n)
+	}
+}
+
+// The same bound holds for a non-JSON stdout used as the message.
+func TestExecHugeStdoutMessageBounded(t *testing.T) {
+	p := script(t, t.TempDir(), "chatty", `head -c 3000000 /dev/zero | tr '\0' y; exit 1`)
+	_, err := Exec(context.Background(), p, nil, nil, nil)
+	if ce := wantCode(t, err, spec.ErrInternal, "more bytes of stdout"); len(ce.Details) > 16<<10 {
+		t.Errorf("details hold %d bytes", len(ce.Details))
+	}
+}
+
+type countWriter struct{ n int }
+
+func (w *countWriter) Write(p []byte) (int, error) { w.n += len(p); return len(p), nil }
