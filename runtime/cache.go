@@ -160,13 +160,14 @@ func (c *CNI) removeEntry(network, containerID, ifName string) error {
 	return nil
 }
 
-// selfContained returns the list as conflist bytes that load on their own:
-// the original file when it is a conflist with every plugin inlined, or a
-// synthesized conflist when plugins came from the sibling directory or the
-// file was a legacy .conf (libcni also caches a synthesized list then).
+// selfContained returns the list as conflist bytes that load on their own
+// and say so (loadOnlyInlinedPlugins: true, which cachedList relies on): the
+// original file when it already is such a conflist, or else a synthesized
+// conflist keeping the file's other keys, with every plugin inlined (libcni
+// also caches a synthesized list for a legacy .conf).
 func selfContained(list *spec.ConfList) ([]byte, error) {
 	if !list.Legacy && len(list.Bytes) > 0 {
-		if orig, err := spec.ParseConfList(list.Bytes); err == nil && len(orig.Plugins) == len(list.Plugins) {
+		if orig, err := spec.ParseConfList(list.Bytes); err == nil && orig.LoadOnlyInlinedPlugins && len(orig.Plugins) == len(list.Plugins) {
 			return list.Bytes, nil
 		}
 	}
@@ -189,9 +190,7 @@ func selfContained(list *spec.ConfList) ([]byte, error) {
 		plugins = append(plugins, json.RawMessage(p.Bytes))
 	}
 	set("plugins", plugins)
-	if !list.Legacy {
-		set("loadOnlyInlinedPlugins", true) // every plugin is inlined now
-	}
+	set("loadOnlyInlinedPlugins", true) // every plugin is inlined now
 	return json.Marshal(m)
 }
 

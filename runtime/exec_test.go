@@ -129,7 +129,12 @@ func TestChainAddCheckDel(t *testing.T) {
 	}
 	var ce cacheEntry
 	json.Unmarshal(data, &ce)
-	if string(ce.Config) != string(l.Bytes) || !reflect.DeepEqual(ce.CNIArgs, rt.Args) || !reflect.DeepEqual(ce.CapabilityArgs, rt.CapabilityArgs) {
+	// The config is the file's, marked complete (see selfContained).
+	var cfg, orig map[string]any
+	json.Unmarshal(ce.Config, &cfg)
+	json.Unmarshal(l.Bytes, &orig)
+	orig["loadOnlyInlinedPlugins"] = true
+	if !reflect.DeepEqual(cfg, orig) || !reflect.DeepEqual(ce.CNIArgs, rt.Args) || !reflect.DeepEqual(ce.CapabilityArgs, rt.CapabilityArgs) {
 		t.Errorf("cache config/args/capabilityArgs differ: %s", data)
 	}
 	if r := entry["result"].(map[string]any); r["cniVersion"] != "1.0.0" {
@@ -455,5 +460,38 @@ func TestCachedResultConverted(t *testing.T) {
 	r, err := c.GetCachedResult(newer, rt)
 	if err != nil || r == nil || r.CNIVersion != "1.0.0" || r.IPs[0].Address.String() != "10.99.0.2/24" {
 		t.Errorf("cached result via 1.0.0 list: %v %v", r, err)
+	}
+}
+
+// libcni caches the conflist file's bytes as they are, without the plugins
+// it aggregated from <dir>/<network>/. A stale DEL from GC must still reach
+// those plugins (libcni's own GC uses the current list for that reason).
+func TestGCLibcniEntryWithAggregatedPlugins(t *testing.T) {
+	e := newFakeEnv(t)
+	e.plugin(t, "fa", fake{result: resA})
+	e.plugin(t, "fb", fake{result: resB})
+	dir := t.TempDir()
+	file := `{"cniVersion":"1.1.0","name":"agg","plugins":[{"type":"fa"}]}`
+	writeFile(t, filepath.Join(dir, "agg.conflist"), file)
+	writeFile(t, filepath.Join(dir, "agg", "10-fb.conf"), `{"type":"fb"}`)
+	l, err := LoadNetwork(dir, "agg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What libcni v1.3.1's cacheAdd writes for (stale, eth0) after ADD.
+	entry := map[string]any{"kind": "cniCacheV1", "containerId": "stale", "config": []byte(file),
+		"ifName": "eth0", "networkName": "agg", "netns": "/run/netns/s",
+		"cniArgs": [][2]string{{"K8S_POD_NAME", "p"}}, "capabilityArgs": map[string]any{"mac": "0a:58:00:00:00:01"},
+		"result": json.RawMessage(resB)}
+	writeFile(t, filepath.Join(e.cache, "results", "agg-stale-eth0"), mustJSON(t, entry))
+	if err := e.cni().GCNetworkList(ctx, l, nil); err != nil {
+		t.Fatal(err)
+	}
+	cs := e.calls(t)
+	if seq(cs) != "fb:DEL fa:DEL fa:GC fb:GC" {
+		t.Fatalf("calls %s, want the stale DEL through both plugins, then GC", seq(cs))
+	}
+	if cs[0].Env["CNI_ARGS"] != "K8S_POD_NAME=p" || cs[0].Env["CNI_NETNS"] != "/run/netns/s" || prevIP(t, cs[0]) != "10.99.0.3/24" {
+		t.Errorf("stale DEL: env %v stdin %s", cs[0].Env, cs[0].StdinRaw)
 	}
 }

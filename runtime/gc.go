@@ -60,14 +60,17 @@ func (c *CNI) GCNetworkList(ctx context.Context, list *spec.ConfList, valid []sp
 }
 
 // cachedList is the configuration a stale attachment was added with, so its
-// DEL undoes what was done even if the file changed since; the current list
-// when the cached one is unusable.
+// DEL undoes what was done even if the file changed since. Only a cached
+// configuration marked loadOnlyInlinedPlugins is known to be complete (ours
+// always is, see selfContained): libcni caches the file's bytes without the
+// plugins it aggregated from <dir>/<network>/, so for such an entry, or an
+// unusable one, the current list is used, as libcni's GC does.
 func cachedList(cur *spec.ConfList, a *CachedAttachment) *spec.ConfList {
 	if len(a.Config) == 0 {
 		return cur
 	}
 	l, err := spec.ParseAny(a.Config)
-	if err != nil || l.Name != cur.Name || len(l.Plugins) == 0 {
+	if err != nil || l.Name != cur.Name || len(l.Plugins) == 0 || !l.LoadOnlyInlinedPlugins {
 		return cur
 	}
 	return l
