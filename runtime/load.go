@@ -60,7 +60,7 @@ func configFiles(dir string) ([]string, error) {
 	}
 	var lists, confs []string
 	for _, e := range entries {
-		if e.IsDir() {
+		if isDir(dir, e) {
 			continue
 		}
 		switch filepath.Ext(e.Name()) {
@@ -75,13 +75,27 @@ func configFiles(dir string) ([]string, error) {
 	return append(lists, confs...), nil
 }
 
+// isDir reports whether a directory entry is a directory or a symlink to
+// one (a mounted ConfigMap, say): neither is a configuration file. A
+// dangling symlink is not a directory; reading it reports the problem.
+func isDir(dir string, e os.DirEntry) bool {
+	if e.IsDir() {
+		return true
+	}
+	if e.Type()&os.ModeSymlink == 0 {
+		return false
+	}
+	st, err := os.Stat(filepath.Join(dir, e.Name()))
+	return err == nil && st.IsDir()
+}
+
 // loadFile reads and parses one configuration file. Plugins of a .conflist
 // are completed from <dir>/<name>/*.conf unless loadOnlyInlinedPlugins is
 // set (spec §1). Legacy single-plugin files are not aggregated, as in libcni.
 func loadFile(path string) (*spec.ConfList, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, spec.Errorf(spec.ErrIOFailure, "read %s: %v", path, err)
+		return nil, spec.Errorf(spec.ErrIOFailure, "%v", err) // names the file
 	}
 	if filepath.Ext(path) != ".conflist" {
 		return spec.ConfListFromConf(data)
@@ -117,13 +131,13 @@ func loadPluginDir(dir string) ([]*spec.PluginConf, error) {
 	}
 	var out []*spec.PluginConf
 	for _, e := range entries { // ReadDir sorts by name
-		if e.IsDir() || filepath.Ext(e.Name()) != ".conf" {
+		if filepath.Ext(e.Name()) != ".conf" || isDir(dir, e) {
 			continue
 		}
 		p := filepath.Join(dir, e.Name())
 		data, err := os.ReadFile(p)
 		if err != nil {
-			return nil, spec.Errorf(spec.ErrIOFailure, "read %s: %v", p, err)
+			return nil, spec.Errorf(spec.ErrIOFailure, "%v", err) // names the file
 		}
 		pc, err := spec.ParsePluginConf(data)
 		if err != nil {

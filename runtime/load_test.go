@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -184,5 +185,55 @@ func TestSelfContainedConfig(t *testing.T) {
 		if n == "inl" && string(b) != string(l.Bytes) {
 			t.Errorf("inl: cached config %s, want the file bytes", b)
 		}
+	}
+}
+
+// Directories are not configuration files, also when reached through a
+// symlink (e.g. a ConfigMap mount's "..data"-style links); symlinks to
+// files load; a dangling symlink is a broken file.
+func TestLoadSymlinksAndDirectories(t *testing.T) {
+	dir := t.TempDir()
+	real := filepath.Join(t.TempDir(), "real")
+	writeFile(t, filepath.Join(real, "net.conflist"), `{"cniVersion":"1.0.0","name":"net","plugins":[{"type":"ok"}]}`)
+	writeFile(t, filepath.Join(real, "x.conf"), `{"type":"fromdir"}`)
+	writeFile(t, filepath.Join(dir, "plain.conf", "inner"), `not a config`)
+	for name, target := range map[string]string{
+		"10-net.conflist": filepath.Join(real, "net.conflist"),
+		"20-dir.conflist": real,
+		"30-dir.conf":     real,
+		"40-gone.conf":    filepath.Join(real, "nowhere"),
+	} {
+		if err := os.Symlink(target, filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The network's plugin directory: a symlinked directory named like a
+	// plugin file is skipped as well.
+	if err := os.MkdirAll(filepath.Join(dir, "net"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(real, filepath.Join(dir, "net", "05-sub.conf")); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(dir, "net", "10-a.conf"), `{"type":"a"}`)
+
+	files, err := ListNetworks(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, f := range files {
+		s := filepath.Base(f.Path)
+		if f.Err != nil {
+			s += "(broken)"
+		}
+		got = append(got, s)
+	}
+	if want := "10-net.conflist 40-gone.conf(broken)"; strings.Join(got, " ") != want {
+		t.Errorf("ListNetworks: got %s, want %s", strings.Join(got, " "), want)
+	}
+	l, err := LoadNetwork(dir, "net")
+	if err != nil || types(l) != "ok,a" {
+		t.Fatalf("net via symlink: %v %v", l, err)
 	}
 }
