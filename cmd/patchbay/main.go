@@ -167,11 +167,37 @@ func attachment(netnsPath string) (*pbrt.RuntimeConf, error) {
 		}
 	}
 	if s := os.Getenv("CAP_ARGS"); s != "" {
-		if err := json.Unmarshal([]byte(s), &rt.CapabilityArgs); err != nil {
-			return nil, spec.Errorf(spec.ErrInvalidEnvironment, "CAP_ARGS is not a JSON object: %v", err)
+		if rt.CapabilityArgs, err = capArgs(s); err != nil {
+			return nil, err
 		}
 	}
 	return rt, nil
+}
+
+// capArgs decodes CAP_ARGS, which must be a JSON object: naming what it is
+// instead (not Go's "cannot unmarshal ... map[string]interface {}"), and
+// refusing null, which would otherwise pass as no capability arguments.
+func capArgs(s string) (map[string]any, error) {
+	var v any
+	if err := json.Unmarshal([]byte(s), &v); err != nil {
+		return nil, spec.Errorf(spec.ErrInvalidEnvironment, "CAP_ARGS is not valid JSON: %v", err)
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		kind := "null"
+		switch v.(type) {
+		case []any:
+			kind = "an array"
+		case string:
+			kind = "a string"
+		case float64:
+			kind = "a number"
+		case bool:
+			kind = "a boolean"
+		}
+		return nil, spec.Errorf(spec.ErrInvalidEnvironment, "CAP_ARGS must be a JSON object, got %s: %s (e.g. {\"mac\":\"0a:58:0a:01:00:05\"})", kind, s)
+	}
+	return m, nil
 }
 
 // containerID derives the ID from the absolute netns path as cnitool v1.3.1
