@@ -12,6 +12,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// defaultTxQLen is the kernel's DEFAULT_TX_QUEUE_LEN (ether_setup).
+const defaultTxQLen = 1000
+
 // VethOpts describes a veth pair between a host namespace and a container.
 type VethOpts struct {
 	ContName string // interface name inside the container (CNI_IFNAME)
@@ -46,12 +49,18 @@ func (host *NS) AddVeth(cont *NS, o VethOpts) (hostLink, contLink netlink.Link, 
 		attrs := netlink.NewLinkAttrs()
 		attrs.Name = name
 		attrs.MTU = o.MTU
+		// Queue lengths as the reference ends up with (it creates the pair
+		// from the container side): the container has the kernel's default
+		// for Ethernet devices (1000), the host side 0. The netlink library
+		// sends the host value for the peer unless the peer has its own.
+		attrs.TxQLen = 0
 		v := &netlink.Veth{
 			LinkAttrs:        attrs,
 			PeerName:         o.ContName,
 			PeerHardwareAddr: mac,
 			PeerNamespace:    netlink.NsFd(cont.Fd()),
 			PeerMTU:          uint32(o.MTU),
+			PeerTxQLen:       defaultTxQLen,
 		}
 		err = retryErr(func() error { return host.H.LinkAdd(v) })
 		if errors.Is(err, unix.EEXIST) {
@@ -70,6 +79,10 @@ func (host *NS) AddVeth(cont *NS, o VethOpts) (hostLink, contLink netlink.Link, 
 		if hostLink, err = host.LinkByName(name); err != nil {
 			return nil, nil, fmt.Errorf("look up new veth %q: %w", name, err)
 		}
+		// The plugin owns the routes through the host side: ignore router
+		// advertisements from the container (the reference does the same).
+		// Best effort, as there: IPv6 may be disabled on the host.
+		host.Do(func() error { return WriteSysctl("net/ipv6/conf/"+name+"/accept_ra", "0") })
 		if contLink, err = cont.LinkByName(o.ContName); err != nil {
 			host.H.LinkDel(hostLink)
 			return nil, nil, fmt.Errorf("look up new veth %q in %s: %w", o.ContName, cont.Path, err)
