@@ -82,6 +82,12 @@ func (n *NS) ConfigureIface(l netlink.Link, res *spec.Result, idx int, o IfaceOp
 			return fmt.Errorf("add address %s to %q: %w", ipc.Address, name, err)
 		}
 	}
+	if haveV6 {
+		// Keep the IPv6 addresses if the link goes down and up again (the
+		// kernel drops them otherwise and nothing would add them back), as
+		// the reference does. Best effort: kernels before 4.6 lack the key.
+		n.Do(func() error { return WriteSysctl("net/ipv6/conf/"+name+"/keep_addr_on_down", "1") })
+	}
 	if l.Attrs().Flags&net.FlagUp == 0 {
 		if err := n.H.LinkSetUp(l); err != nil {
 			return fmt.Errorf("set %q up: %w", name, err)

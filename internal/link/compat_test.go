@@ -1,12 +1,14 @@
 package link
 
 import (
+	"net/netip"
 	"os/exec"
 	"strings"
 	"testing"
 
 	"github.com/patchbay-cni/patchbay/internal/netns"
 	"github.com/patchbay-cni/patchbay/internal/testutil"
+	"github.com/patchbay-cni/patchbay/spec"
 )
 
 // The veth pair looks like the reference's: the container side keeps the
@@ -53,5 +55,42 @@ func TestVethLikeReference(t *testing.T) {
 	}
 	if out, _ := testutil.InNS(t, host, "cat", "/proc/sys/net/ipv6/conf/"+hostName+"/accept_ra"); out != "0" {
 		t.Errorf("host %s accept_ra = %s, want 0", hostName, out)
+	}
+}
+
+// IPv6 addresses survive the container interface going down and up
+// (keep_addr_on_down, as the reference sets it); without it the kernel
+// drops them on link down and nothing puts them back.
+func TestConfigureIfaceKeepsIPv6OverLinkFlap(t *testing.T) {
+	_, hostPath := testutil.NewNS(t, "lkh")
+	cont, contPath := testutil.NewNS(t, "lkc")
+	err := netns.Do(hostPath, func() error {
+		h, err := Current()
+		if err != nil {
+			return err
+		}
+		defer h.Close()
+		c, err := Open(contPath)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		_, cl, err := h.AddVeth(c, VethOpts{ContName: "eth0"})
+		if err != nil {
+			return err
+		}
+		res := &spec.Result{IPs: []*spec.IPConfig{{Interface: spec.IntPtr(0), Address: netip.MustParsePrefix("fd00:73::2/64")}}}
+		return c.ConfigureIface(cl, res, 0, IfaceOpts{})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range []string{"down", "up"} {
+		if out, err := testutil.InNS(t, cont, "ip", "link", "set", "eth0", st); err != nil {
+			t.Fatalf("set eth0 %s: %v: %s", st, err, out)
+		}
+	}
+	if out, _ := testutil.InNS(t, cont, "ip", "-6", "-o", "addr", "show", "dev", "eth0"); !strings.Contains(out, "fd00:73::2/64") {
+		t.Errorf("IPv6 address lost after link down/up: %s", out)
 	}
 }
