@@ -314,3 +314,67 @@ func TestCLICnitoolInterop(t *testing.T) {
 		t.Errorf("after patchbay del of a cnitool add: allocations %v, %d cache files", got, count())
 	}
 }
+
+// cnitoolEnv is cnitool with extra environment (later entries win).
+func (c *cli) cnitoolEnv(extra []string, args ...string) {
+	c.t.Helper()
+	varlib := filepath.Dir(c.cacheDir)
+	if err := os.MkdirAll(c.cacheDir, 0o700); err != nil {
+		c.t.Fatal(err)
+	}
+	if err := os.Symlink("cache", filepath.Join(varlib, "cni")); err != nil && !errors.Is(err, os.ErrExist) {
+		c.t.Fatal(err)
+	}
+	env := append([]string{"NETCONFPATH=" + c.confDir, "CNI_PATH=" + testutil.RefBin(c.t)}, extra...)
+	if out, err := testutil.Cnitool(c.t, c.host, varlib, env, args...); err != nil {
+		c.t.Fatalf("cnitool %v: %v: %s", args, err, out)
+	}
+}
+
+// The cache's cniArgs and capabilityArgs cross over both ways: GC of an
+// attachment the other tool added sends its DEL with the CNI_ARGS and
+// runtimeConfig of the ADD. A recording plugin shows exactly what DEL got.
+func TestCLICnitoolGCCacheArgs(t *testing.T) {
+	c := newCLI(t, true)
+	_, ctrPath := testutil.NewNS(t, "cliga")
+	bin, log := t.TempDir(), t.TempDir()
+	rec := fmt.Sprintf(`#!/bin/sh
+stdin=$(cat)
+[ "$CNI_COMMAND" = VERSION ] && { echo '{"cniVersion":"1.1.0","supportedVersions":["1.1.0"]}'; exit 0; }
+printf '%%s\n%%s\n' "$CNI_ARGS" "$stdin" > %q/"$CNI_COMMAND"
+[ "$CNI_COMMAND" = ADD ] && echo '{"cniVersion":"1.1.0","ips":[{"address":"10.251.9.2/24"}]}'
+exit 0
+`, log)
+	if err := os.WriteFile(filepath.Join(bin, "rec"), []byte(rec), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	c.write("10-ga.conflist", `{"cniVersion":"1.1.0","name":"ga","plugins":[{"type":"rec","capabilities":{"mac":true}}]}`)
+	env := []string{"CNI_PATH=" + bin, "CNI_ARGS=K8S_POD_NAME=p1", `CAP_ARGS={"mac":"0a:58:00:00:00:01"}`}
+	checkDel := func(who string) {
+		t.Helper()
+		data, err := os.ReadFile(filepath.Join(log, "DEL"))
+		if err != nil {
+			t.Fatalf("%s: no DEL: %v", who, err)
+		}
+		args, stdin, _ := strings.Cut(string(data), "\n")
+		var req map[string]any
+		json.Unmarshal([]byte(stdin), &req)
+		rc, _ := req["runtimeConfig"].(map[string]any)
+		pr, _ := req["prevResult"].(map[string]any)
+		if args != "K8S_POD_NAME=p1" || rc["mac"] != "0a:58:00:00:00:01" || pr == nil {
+			t.Errorf("%s: DEL got CNI_ARGS %q, stdin %s", who, args, stdin)
+		}
+		os.Remove(filepath.Join(log, "DEL"))
+		if ents, _ := os.ReadDir(filepath.Join(c.cacheDir, "results")); len(ents) != 0 {
+			t.Errorf("%s: cache entry left after GC", who)
+		}
+	}
+	// cnitool ADD, patchbay GC (of that container).
+	c.cnitoolEnv(env, "add", "ga", ctrPath)
+	c.ok([]string{"CNI_PATH=" + bin}, "gc", "ga", ctrPath)
+	checkDel("patchbay gc of a cnitool add")
+	// patchbay ADD, cnitool GC (every attachment is stale to cnitool).
+	c.ok(env, "add", "ga", ctrPath)
+	c.cnitoolEnv([]string{"CNI_PATH=" + bin}, "gc", "ga", ctrPath)
+	checkDel("cnitool gc of a patchbay add")
+}
