@@ -172,6 +172,9 @@ func run(ctx context.Context, p Plugin, env Env, stdin io.Reader, stdout, stderr
 	if err := json.Unmarshal(data, &conf); err != nil {
 		return "", spec.NewError(spec.ErrDecodingFailure, "failed to decode network configuration from stdin", err.Error())
 	}
+	if bytes.Equal(bytes.TrimSpace(data), []byte("null")) { // decodes without error
+		return "", spec.Errorf(spec.ErrDecodingFailure, "network configuration on stdin is not a JSON object (null)")
+	}
 	version := spec.ConfigVersion(conf.CNIVersion)
 	if !contains(supported, version) {
 		return "", spec.Errorf(spec.ErrIncompatibleVersion, "cniVersion %q is not supported by plugin %s (supported: %s)", version, p.Type, strings.Join(supported, ", "))

@@ -140,6 +140,8 @@ func TestRunConfigErrors(t *testing.T) {
 		{"malformed JSON", env("ADD"), `{"cniVersion":`, 6, "1.1.0", []string{"decode"}},
 		{"empty stdin", env("DEL"), ``, 6, "1.1.0", []string{"decode"}},
 		{"wrong type", env("ADD"), `{"cniVersion":"1.0.0","name":7}`, 6, "1.1.0", nil},
+		{"null config", env("ADD"), `null`, 6, "1.1.0", []string{"not a JSON object"}},
+		{"null config on DEL", env("DEL"), " null\n", 6, "1.1.0", []string{"not a JSON object"}},
 		{"missing name", env("ADD"), `{"cniVersion":"1.0.0","type":"ok"}`, 7, "1.0.0", []string{`"name"`}},
 		{"bad name", env("ADD"), `{"cniVersion":"1.0.0","name":"a/b","type":"ok"}`, 7, "1.0.0", []string{`"a/b"`}},
 		{"unsupported version", env("ADD"), `{"cniVersion":"9.9.9","name":"net"}`, 1, "1.1.0", []string{`"9.9.9"`}},
