@@ -194,6 +194,31 @@ func selfContained(list *spec.ConfList) ([]byte, error) {
 	return json.Marshal(m)
 }
 
+// GetCachedConfig returns the network configuration an attachment was added
+// with, for tearing it down after its file was removed or broke (as CRI-O
+// does); nil, nil when nothing is cached. A libcni-written entry holds the
+// file's bytes only, without plugins aggregated from <dir>/<network>/.
+func (c *CNI) GetCachedConfig(network string, rt *RuntimeConf) (*spec.ConfList, error) {
+	if err := spec.ValidateNetworkName(network); err != nil {
+		return nil, err
+	}
+	if err := validate(rt, spec.CmdDel); err != nil {
+		return nil, err
+	}
+	a, err := c.lookup(network, rt.ContainerID, rt.IfName)
+	if err != nil || a == nil || len(a.Config) == 0 {
+		return nil, err
+	}
+	l, err := spec.ParseAny(a.Config)
+	if err != nil {
+		return nil, &CacheError{File: a.File, Err: fmt.Errorf("config: %w", err)}
+	}
+	if l.Name != network || len(l.Plugins) == 0 {
+		return nil, &CacheError{File: a.File, Err: fmt.Errorf("config is of network %q with %d plugin(s)", l.Name, len(l.Plugins))}
+	}
+	return l, nil
+}
+
 // GetCachedResult returns the final ADD result cached for the attachment, in
 // the list's version; nil, nil when nothing is cached; a *CacheError when the
 // cache file is corrupt.

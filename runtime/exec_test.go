@@ -495,3 +495,33 @@ func TestGCLibcniEntryWithAggregatedPlugins(t *testing.T) {
 		t.Errorf("stale DEL: env %v stdin %s", cs[0].Env, cs[0].StdinRaw)
 	}
 }
+
+func TestGetCachedConfig(t *testing.T) {
+	e := newFakeEnv(t)
+	e.plugin(t, "fa", fake{result: resA})
+	c := e.cni()
+	l := mustList(t, `{"cniVersion":"1.0.0","name":"n","plugins":[{"type":"fa","k":1}]}`)
+	rt := &RuntimeConf{ContainerID: "c", NetNS: "/x", IfName: "eth0"}
+	if got, err := c.GetCachedConfig("n", rt); got != nil || err != nil {
+		t.Errorf("nothing cached: %v %v", got, err)
+	}
+	if _, err := c.AddNetworkList(ctx, l, rt); err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.GetCachedConfig("n", rt)
+	if err != nil || got.Name != "n" || got.Version() != "1.0.0" || types(got) != "fa" || string(got.Plugins[0].Bytes) != `{"type":"fa","k":1}` {
+		t.Errorf("cached config %+v %v", got, err)
+	}
+	// The names make a file path: they are validated first.
+	if _, err := c.GetCachedConfig("../n", rt); code(err) != spec.ErrInvalidNetworkConfig {
+		t.Errorf("network ../n: %v", err)
+	}
+	if _, err := c.GetCachedConfig("n", &RuntimeConf{ContainerID: "../c", IfName: "eth0"}); code(err) != spec.ErrInvalidEnvironment {
+		t.Errorf("container ../c: %v", err)
+	}
+	writeFile(t, filepath.Join(e.cache, "results", "n-c-eth0"), `{"kind":"cniCacheV1","containerId":"c","ifName":"eth0","networkName":"n","config":"e30="}`)
+	var ce *CacheError
+	if _, err := c.GetCachedConfig("n", rt); !errors.As(err, &ce) {
+		t.Errorf("unusable cached config: %v, want a CacheError", err)
+	}
+}

@@ -29,6 +29,8 @@ Usage:
   patchbay add    NETWORK NETNS-PATH   attach: ADD through the chain, print the result JSON
   patchbay check  NETWORK NETNS-PATH   CHECK the attachment against the cached ADD result
   patchbay del    NETWORK NETNS-PATH   detach: DEL in reverse order, drop the cache entry
+                                       (with the configuration cached at ADD if the
+                                       network's file is gone or broken)
   patchbay status NETWORK [NETNS-PATH] STATUS of every plugin (1.1.0 configurations)
   patchbay gc     NETWORK [NETNS-PATH] garbage-collect the network (see below)
   patchbay list                        networks in NETCONFPATH (broken files flagged)
@@ -212,15 +214,23 @@ func cmdNetwork(ctx context.Context, cmd string, args []string, stdout, stderr i
 	if err != nil {
 		return err
 	}
-	list, err := pbrt.LoadNetwork(getenv("NETCONFPATH", "/etc/cni/net.d"), args[0])
-	if err != nil {
-		return err
-	}
 	var rt *pbrt.RuntimeConf
 	if len(args) == 2 {
 		if rt, err = attachment(args[1]); err != nil {
 			return err
 		}
+	}
+	list, err := pbrt.LoadNetwork(getenv("NETCONFPATH", "/etc/cni/net.d"), args[0])
+	if err != nil && cmd == "del" {
+		// The file was removed or broke since ADD: tear down with the
+		// configuration cached at ADD rather than leak the attachment.
+		if cached, cerr := c.GetCachedConfig(args[0], rt); cerr == nil && cached != nil {
+			fmt.Fprintf(stderr, "patchbay: warning: %s; deleting with the configuration cached at ADD\n", oneLine(err.Error()))
+			list, err = cached, nil
+		}
+	}
+	if err != nil {
+		return err
 	}
 	switch cmd {
 	case "add":

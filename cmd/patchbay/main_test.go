@@ -337,17 +337,7 @@ func (c *cli) cnitoolEnv(extra []string, args ...string) {
 func TestCLICnitoolGCCacheArgs(t *testing.T) {
 	c := newCLI(t, true)
 	_, ctrPath := testutil.NewNS(t, "cliga")
-	bin, log := t.TempDir(), t.TempDir()
-	rec := fmt.Sprintf(`#!/bin/sh
-stdin=$(cat)
-[ "$CNI_COMMAND" = VERSION ] && { echo '{"cniVersion":"1.1.0","supportedVersions":["1.1.0"]}'; exit 0; }
-printf '%%s\n%%s\n' "$CNI_ARGS" "$stdin" > %q/"$CNI_COMMAND"
-[ "$CNI_COMMAND" = ADD ] && echo '{"cniVersion":"1.1.0","ips":[{"address":"10.251.9.2/24"}]}'
-exit 0
-`, log)
-	if err := os.WriteFile(filepath.Join(bin, "rec"), []byte(rec), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	bin, log := recorder(t)
 	c.write("10-ga.conflist", `{"cniVersion":"1.1.0","name":"ga","plugins":[{"type":"rec","capabilities":{"mac":true}}]}`)
 	env := []string{"CNI_PATH=" + bin, "CNI_ARGS=K8S_POD_NAME=p1", `CAP_ARGS={"mac":"0a:58:00:00:00:01"}`}
 	checkDel := func(who string) {
@@ -377,4 +367,52 @@ exit 0
 	c.ok(env, "add", "ga", ctrPath)
 	c.cnitoolEnv([]string{"CNI_PATH=" + bin}, "gc", "ga", ctrPath)
 	checkDel("cnitool gc of a patchbay add")
+}
+
+// recorder installs a plugin "rec" that writes CNI_ARGS and its stdin to
+// <log>/<verb> and answers ADD with a fixed result; it returns the plugin
+// directory and the log directory.
+func recorder(t *testing.T) (bin, log string) {
+	bin, log = t.TempDir(), t.TempDir()
+	rec := fmt.Sprintf(`#!/bin/sh
+stdin=$(cat)
+[ "$CNI_COMMAND" = VERSION ] && { echo '{"cniVersion":"1.1.0","supportedVersions":["1.1.0"]}'; exit 0; }
+printf '%%s\n%%s\n' "$CNI_ARGS" "$stdin" > %q/"$CNI_COMMAND"
+[ "$CNI_COMMAND" = ADD ] && echo '{"cniVersion":"1.1.0","ips":[{"address":"10.251.9.2/24"}]}'
+exit 0
+`, log)
+	if err := os.WriteFile(filepath.Join(bin, "rec"), []byte(rec), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return bin, log
+}
+
+// del after the network's file was removed (or broke) tears down with the
+// configuration cached at ADD, with a warning; without a cache entry it is
+// still an error.
+func TestCLIDelWithCachedConfig(t *testing.T) {
+	c := newCLI(t, true)
+	bin, log := recorder(t)
+	env := []string{"CNI_PATH=" + bin}
+	c.write("10-gone.conflist", `{"cniVersion":"1.1.0","name":"gone","plugins":[{"type":"rec","custom":"kept"}]}`)
+	c.ok(env, "add", "gone", "/run/netns/cli-gone")
+	if err := os.Remove(filepath.Join(c.confDir, "10-gone.conflist")); err != nil {
+		t.Fatal(err)
+	}
+	c.write("20-broken.conflist", `{"name":"gone","plugins":[`)
+	_, errOut, rc := c.run(env, "del", "gone", "/run/netns/cli-gone")
+	if rc != 0 || !strings.Contains(errOut, "configuration cached at ADD") {
+		t.Fatalf("del: exit %d, stderr %q", rc, errOut)
+	}
+	data, err := os.ReadFile(filepath.Join(log, "DEL"))
+	if err != nil || !strings.Contains(string(data), `"custom":"kept"`) || !strings.Contains(string(data), `"prevResult"`) {
+		t.Errorf("DEL stdin %q (%v)", data, err)
+	}
+	if ents, _ := os.ReadDir(filepath.Join(c.cacheDir, "results")); len(ents) != 0 {
+		t.Errorf("cache entry left: %v", ents)
+	}
+	// Nothing cached any more: the load error stands.
+	if _, errOut, rc := c.run(env, "del", "gone", "/run/netns/cli-gone"); rc != 1 || !strings.Contains(errOut, "20-broken.conflist") {
+		t.Errorf("second del: exit %d, stderr %q", rc, errOut)
+	}
 }
