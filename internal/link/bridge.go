@@ -18,8 +18,8 @@ type BridgeOpts struct {
 	VlanFiltering bool
 }
 
-// EnsureBridge returns the named bridge, creating it (up, accept_ra=0) if
-// needed. A new bridge gets a fixed random MAC so the kernel does not
+// EnsureBridge returns the named bridge, creating it if needed, up and
+// with accept_ra=0. A new bridge gets a fixed random MAC so the kernel does not
 // switch it to the lowest port MAC as ports come and go.
 func (n *NS) EnsureBridge(o BridgeOpts) (*netlink.Bridge, error) {
 	l, err := n.LinkByName(o.Name)
@@ -43,8 +43,6 @@ func (n *NS) EnsureBridge(o BridgeOpts) (*netlink.Bridge, error) {
 		if err != nil && !errors.Is(err, unix.EEXIST) {
 			return nil, fmt.Errorf("create bridge %q: %w", o.Name, err)
 		}
-		// We own the bridge's routes: no router advertisements.
-		n.Do(func() error { return WriteSysctl("net/ipv6/conf/"+o.Name+"/accept_ra", "0") })
 		if l, err = n.LinkByName(o.Name); err != nil {
 			return nil, fmt.Errorf("look up bridge %q: %w", o.Name, err)
 		}
@@ -53,6 +51,15 @@ func (n *NS) EnsureBridge(o BridgeOpts) (*netlink.Bridge, error) {
 	if !ok {
 		return nil, fmt.Errorf("%q already exists but is not a bridge", o.Name)
 	}
+	// We own the bridge's routes: no router advertisements, on a bridge
+	// someone else made too (as the reference). Best effort: IPv6 may be off.
+	n.Do(func() error {
+		key := "net/ipv6/conf/" + o.Name + "/accept_ra"
+		if v, err := ReadSysctl(key); err == nil && v == "0" {
+			return nil
+		}
+		return WriteSysctl(key, "0")
+	})
 	if o.VlanFiltering && (br.VlanFiltering == nil || !*br.VlanFiltering) {
 		if err := n.H.BridgeSetVlanFiltering(br, true); err != nil {
 			return nil, fmt.Errorf("enable vlan filtering on %q (the kernel needs CONFIG_BRIDGE_VLAN_FILTERING): %w", o.Name, err)

@@ -101,6 +101,7 @@ func add(a *skel.CmdArgs) (res *spec.Result, err error) {
 				return nil, fmt.Errorf("set %q up: %w", a.IfName, err)
 			}
 		}
+		refreshMACs(host, res)
 		return finish(c, res), nil
 	}
 
@@ -132,7 +133,20 @@ func add(a *skel.CmdArgs) (res *spec.Result, err error) {
 			return nil, err
 		}
 	}
+	refreshMACs(host, res)
 	return finish(c, res), nil
+}
+
+// refreshMACs re-reads the bridge's and host veth's MACs at the end of ADD:
+// a bridge made without a fixed MAC (by someone else) takes its lowest
+// port's MAC as ports join, and CHECK compares the result's MACs. The
+// reference re-reads them too.
+func refreshMACs(host *link.NS, res *spec.Result) {
+	for _, i := range []int{idxBridge, idxHost} {
+		if l, err := host.LinkByName(res.Interfaces[i].Name); err == nil {
+			res.Interfaces[i].Mac = l.Attrs().HardwareAddr.String()
+		}
+	}
 }
 
 // finish applies the config's dns, which overrides IPAM's when set.
