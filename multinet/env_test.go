@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -109,6 +110,7 @@ type env struct {
 	clusterConf string
 	kubeconfig  string // through the counting proxy (plain HTTP in the host netns)
 	tlsKube     string // through a TCP forwarder: TLS end to end
+	tlsConns    *atomic.Int64 // connections the forwarder accepted
 	cni         *runtime.CNI
 	proxy       *countingProxy
 	// opts are extra keys of multinet's configuration.
@@ -146,7 +148,8 @@ func newEnv(t testing.TB) *env {
 	e.kubeconfig = filepath.Join(e.dir, "kubeconfig")
 	e.writeKubeconfig(e.kubeconfig, "http://"+e.proxy.addr, false)
 	e.tlsKube = filepath.Join(e.dir, "kubeconfig-tls")
-	fwd := startForwarder(t, c, e.hostPath)
+	fwd, conns := startForwarder(t, c, e.hostPath)
+	e.tlsConns = conns
 	e.writeKubeconfig(e.tlsKube, "https://"+fwd, true)
 	// One directory with multinet and our plugins, so a test can remove one.
 	e.binDir = filepath.Join(e.dir, "bin")
@@ -415,20 +418,23 @@ func (cp *countingProxy) take() []string {
 }
 
 // startForwarder relays TCP from 127.0.0.1 in the host netns to the
-// apiserver, so TLS runs end to end (for the benchmark).
-func startForwarder(t testing.TB, c *kubetest.Cluster, hostPath string) string {
+// apiserver, so TLS runs end to end (for the benchmark); it counts the
+// connections it accepts.
+func startForwarder(t testing.TB, c *kubetest.Cluster, hostPath string) (string, *atomic.Int64) {
 	t.Helper()
 	var ln net.Listener
 	if err := netns.Do(hostPath, func() (err error) { ln, err = net.Listen("tcp", "127.0.0.1:0"); return }); err != nil {
 		t.Fatal(err)
 	}
 	u, _ := url.Parse(c.URL)
+	conns := new(atomic.Int64)
 	go func() {
 		for {
 			in, err := ln.Accept()
 			if err != nil {
 				return
 			}
+			conns.Add(1)
 			go func() {
 				defer in.Close()
 				out, err := net.Dial("tcp", u.Host)
@@ -442,7 +448,7 @@ func startForwarder(t testing.TB, c *kubetest.Cluster, hostPath string) string {
 		}
 	}()
 	t.Cleanup(func() { ln.Close() })
-	return ln.Addr().String()
+	return ln.Addr().String(), conns
 }
 
 func execOut(bin string, args ...string) (string, error) {

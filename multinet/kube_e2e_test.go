@@ -41,7 +41,7 @@ func TestStatusWriteAgainstAPIServer(t *testing.T) {
 	if err := c.SetNetworkStatus(ctx, p.ns, "nope", "", "[]", 3); !kube.IsNotFound(err) {
 		t.Errorf("write to a missing pod = %v, want not found", err)
 	}
-	pod, err := c.GetPod(ctx, p.ns, p.name)
+	pod, err := c.GetPod(ctx, p.ns, p.name, false)
 	if err != nil || pod.Metadata.UID != p.uid {
 		t.Fatalf("GetPod = %+v, %v", pod, err)
 	}
@@ -63,4 +63,23 @@ func TestStalePodUIDRefused(t *testing.T) {
 	if l := e.links(p); len(l) != 0 || len(e.leases()) != 0 {
 		t.Errorf("left: interfaces %v, leases %v", l, e.leases())
 	}
+}
+
+// One ADD opens one TLS connection to the apiserver: the pod GET, the NAD
+// GETs (in parallel) and the status PATCH share it (HTTP/2).
+func TestOneAPIConnectionPerADD(t *testing.T) {
+	e := newEnv(t)
+	e.kubeconfig = e.tlsKube
+	e.nad("", "blue", e.bridgeNAD("", 1, nil))
+	e.nad("", "red", e.bridgeNAD("", 2, nil))
+	p := e.pod("p1", map[string]string{api.NetworksAnnotation: "blue,red"})
+	before := e.tlsConns.Load()
+	e.mustAdd(p)
+	if n := e.tlsConns.Load() - before; n != 1 {
+		t.Errorf("ADD opened %d connections to the apiserver, want 1", n)
+	}
+	if st := statusOf(t, e, p); len(st) != 3 {
+		t.Errorf("status = %+v", st)
+	}
+	e.mustDel(p)
 }

@@ -61,23 +61,29 @@ func (inv *invocation) add(ctx context.Context) (*spec.Result, error) {
 	if onDisk && err != nil {
 		return nil, err
 	}
-	var client *kube.Client
-	if inv.pod.Name != "" && inv.pod.Namespace != "" {
-		if client, err = inv.kube(); err != nil {
-			if !onDisk {
-				return nil, err
-			}
-			// Without API access only the cluster network can be attached.
-			inv.log.Warn("no Kubernetes API access: attaching the cluster network only", "pod", inv.pod.ref(), "error", err)
-			client = nil
-		}
-	}
-	if client == nil && !onDisk {
+	withAPI := inv.pod.Name != "" && inv.pod.Namespace != ""
+	if !withAPI && !onDisk {
 		return nil, spec.Errorf(spec.ErrInvalidNetworkConfig,
 			"multinet: clusterNetwork %q is neither a file, a directory nor a network in %s, and without pod arguments (K8S_POD_NAMESPACE, K8S_POD_NAME) no NetworkAttachmentDefinition can be read",
 			cfg.ClusterNetwork, cfg.ConfDir)
 	}
 
+	if cfg.AsyncNetworkStatus && withAPI {
+		inv.writer = make(chan *statusWriter, 1)
+		go func() {
+			w, err := startStatusWriter()
+			if err != nil {
+				inv.log.Error("cannot start the network status writer", "pod", inv.pod.ref(), "error", err)
+			}
+			inv.writer <- w
+		}()
+		// Every return without a job stops the writer.
+		defer func() {
+			if w := inv.takeWriter(); w != nil {
+				w.abort()
+			}
+		}()
+	}
 	var info *apiInfo
 	var results []*spec.Result
 	if onDisk {
@@ -94,9 +100,18 @@ func (inv *invocation) add(ctx context.Context) (*spec.Result, error) {
 			err  error
 		}
 		ch := make(chan answer, 1)
-		if client != nil {
+		if withAPI {
+			// The client (kubeconfig, TLS setup) is made here too, off
+			// the cluster network's path.
 			go func() {
 				ts := time.Now()
+				client, err := inv.kube()
+				if err != nil {
+					// Without API access only the cluster network can be attached.
+					inv.log.Warn("no Kubernetes API access: attaching the cluster network only", "pod", inv.pod.ref(), "error", err)
+					ch <- answer{}
+					return
+				}
 				info, err := inv.readAPI(ctx, client, "")
 				inv.log.Debug("API reads", "took", time.Since(ts).Microseconds())
 				ch <- answer{info, err}
@@ -122,6 +137,10 @@ func (inv *invocation) add(ctx context.Context) (*spec.Result, error) {
 			results = nil
 		}
 	} else {
+		client, err := inv.kube()
+		if err != nil {
+			return nil, err
+		}
 		if info, err = inv.readAPI(ctx, client, qualify(cfg.ClusterNetwork, cfg.MultusNamespace)); err != nil {
 			return nil, err
 		}
@@ -176,6 +195,17 @@ func (inv *invocation) add(ctx context.Context) (*spec.Result, error) {
 		"status_us", time.Since(t2).Microseconds(), "delegates_us", inv.delegateTime.Microseconds(),
 		"total_us", time.Since(processStart).Microseconds())
 	return results[0], nil
+}
+
+// takeWriter returns the started status writer once (nil afterwards, or
+// when none was started or it failed to start).
+func (inv *invocation) takeWriter() *statusWriter {
+	if inv.writer == nil {
+		return nil
+	}
+	w := <-inv.writer
+	inv.writer = nil
+	return w
 }
 
 func (inv *invocation) addOne(ctx context.Context, att *Attachment) (*spec.Result, error) {
@@ -255,7 +285,12 @@ type apiInfo struct {
 // each, in parallel); clusterRef is the cluster network's NAD, if it is one.
 func (inv *invocation) readAPI(ctx context.Context, client *kube.Client, clusterRef string) (*apiInfo, error) {
 	a, cfg := inv.args, inv.cfg
-	pod, err := client.GetPod(ctx, inv.pod.Namespace, inv.pod.Name)
+	// The watch cache first; a quorum read when it does not have this pod
+	// (not yet, or an older pod of the same name).
+	pod, err := client.GetPod(ctx, inv.pod.Namespace, inv.pod.Name, true)
+	if err == nil && inv.pod.UID != "" && pod.Metadata.UID != inv.pod.UID || kube.IsNotFound(err) {
+		pod, err = client.GetPod(ctx, inv.pod.Namespace, inv.pod.Name, false)
+	}
 	if err != nil {
 		code := spec.ErrTryAgainLater
 		if kube.IsNotFound(err) {
@@ -414,7 +449,10 @@ func (inv *invocation) fetchNADs(ctx context.Context, client *kube.Client, refs 
 		go func() {
 			defer wg.Done()
 			ns, name, _ := strings.Cut(ref, "/")
-			nad, err := client.GetNAD(ctx, ns, name)
+			nad, err := client.GetNAD(ctx, ns, name, true)
+			if kube.IsNotFound(err) { // maybe just created: ask etcd
+				nad, err = client.GetNAD(ctx, ns, name, false)
+			}
 			if err != nil {
 				code := spec.ErrTryAgainLater
 				if kube.IsNotFound(err) {
@@ -507,10 +545,14 @@ func (inv *invocation) writeStatus(ctx context.Context, pod *kube.Pod, plan *Pla
 		return spec.Errorf(spec.ErrInternal, "multinet: %v", err)
 	}
 	if inv.cfg.AsyncNetworkStatus {
-		err := inv.writeStatusDetached(&statusJob{Config: inv.args.StdinData, Namespace: pod.Metadata.Namespace,
+		w := inv.takeWriter()
+		if w == nil {
+			return nil // not started; logged
+		}
+		err := w.send(&statusJob{Config: inv.args.StdinData, Namespace: pod.Metadata.Namespace,
 			Name: pod.Metadata.Name, UID: pod.Metadata.UID, Value: value})
 		if err != nil {
-			inv.log.Error("cannot start the network status writer", "pod", inv.pod.ref(), "error", err)
+			inv.log.Error("cannot hand the network status to its writer", "pod", inv.pod.ref(), "error", err)
 		}
 		return nil
 	}

@@ -49,6 +49,8 @@ type invocation struct {
 	clientErr error
 	clientSet bool
 	start     time.Time
+	// writer delivers the status writer started for asyncNetworkStatus.
+	writer chan *statusWriter
 	// delegateTime sums the delegate chains' run times (for the benchmark).
 	delegateTime time.Duration
 }
