@@ -108,8 +108,8 @@ type env struct {
 	// clusterConf is the cluster network's conflist file (bridge mnbr0,
 	// host-local 10.77.0.0/24 in ipamDir).
 	clusterConf string
-	kubeconfig  string // through the counting proxy (plain HTTP in the host netns)
-	tlsKube     string // through a TCP forwarder: TLS end to end
+	kubeconfig  string        // through the counting proxy (plain HTTP in the host netns)
+	tlsKube     string        // through a TCP forwarder: TLS end to end
 	tlsConns    *atomic.Int64 // connections the forwarder accepted
 	cni         *runtime.CNI
 	proxy       *countingProxy
