@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -523,5 +524,32 @@ func TestGetCachedConfig(t *testing.T) {
 	var ce *CacheError
 	if _, err := c.GetCachedConfig("n", rt); !errors.As(err, &ce) {
 		t.Errorf("unusable cached config: %v, want a CacheError", err)
+	}
+}
+
+// Runtimes add different containers in parallel (spec §3): the first ADDs
+// race to create the cache directories, and every entry must land.
+func TestConcurrentAddsFreshCache(t *testing.T) {
+	e := newFakeEnv(t)
+	e.plugin(t, "fa", fake{result: resA})
+	c := e.cni()
+	c.CacheDir = filepath.Join(e.cache, "a", "b")
+	l := mustList(t, `{"cniVersion":"1.1.0","name":"n","plugins":[{"type":"fa"}]}`)
+	const n = 16
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			_, err := c.AddNetworkList(ctx, l, &RuntimeConf{ContainerID: fmt.Sprintf("c%d", i), NetNS: "/x", IfName: "eth0"})
+			errs <- err
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	atts, err := c.GetCachedAttachments("n", "")
+	if err != nil || len(atts) != n {
+		t.Errorf("%d cached attachments (%v), want %d", len(atts), err, n)
 	}
 }
