@@ -92,6 +92,21 @@ func (host *NS) AddVeth(cont *NS, o VethOpts) (hostLink, contLink netlink.Link, 
 	return nil, nil, fmt.Errorf("could not find a free host veth name")
 }
 
+// CheckNameFree fails when the container already has an interface called
+// name. Plugins call it before they change anything, so an ADD refused for
+// a taken CNI_IFNAME (the spec requires an error) leaves nothing behind;
+// AddVeth still catches a name taken in between.
+func (cont *NS) CheckNameFree(name string) error {
+	_, err := cont.LinkByName(name)
+	switch {
+	case err == nil:
+		return fmt.Errorf("container interface %q already exists in %s", name, cont.Path)
+	case IsNotFound(err):
+		return nil
+	}
+	return fmt.Errorf("look up %q in %s: %w", name, cont.Path, err)
+}
+
 // PeerIndex returns the ifindex of a veth's peer (in whatever namespace it is).
 func PeerIndex(l netlink.Link) (int, error) {
 	if _, ok := l.(*netlink.Veth); !ok {

@@ -52,6 +52,9 @@ func add(a *skel.CmdArgs) (res *spec.Result, err error) {
 		return nil, nsErr(a.Netns, err)
 	}
 	defer cont.Close()
+	if err := cont.CheckNameFree(a.IfName); err != nil {
+		return nil, err
+	}
 
 	br, err := host.EnsureBridge(link.BridgeOpts{Name: c.Bridge, MTU: c.MTU, Promisc: c.PromiscMode,
 		VlanFiltering: c.Vlan != 0 || c.VlanTrunk != nil})

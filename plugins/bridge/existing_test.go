@@ -26,3 +26,26 @@ func TestPreexistingBridge(t *testing.T) {
 	}
 	h.mustDel(conf, "pre1", contPath, "eth0")
 }
+
+// CNI_IFNAME already taken in the container: ADD fails before it creates
+// anything, so not even the bridge is left behind, and the existing
+// interface is untouched.
+func TestIfnameTakenCreatesNothing(t *testing.T) {
+	h := newHarness(t)
+	cont, contPath := h.container()
+	in(t, cont, "ip", "link", "add", "eth0", "type", "veth", "peer", "name", "peer0")
+	conf := h.conf("1.1.0", map[string]any{"isGateway": true}, "10.30.0.0/24")
+	out, code := h.run("ADD", conf, "taken1", contPath, "eth0")
+	if code == 0 || !strings.Contains(out, `\"eth0\" already exists`) {
+		t.Fatalf("ADD with eth0 taken: code %d: %s", code, out)
+	}
+	if out := in(t, h.host, "ip", "-o", "link"); strings.Contains(out, "pbbr0") || strings.Contains(out, "veth") {
+		t.Errorf("host links after the failed ADD: %s", out)
+	}
+	if a := h.allocated(); len(a) != 0 {
+		t.Errorf("addresses still allocated: %v", a)
+	}
+	if out := in(t, cont, "ip", "-o", "link", "show", "eth0"); !strings.Contains(out, "eth0@peer0") {
+		t.Errorf("the existing eth0 changed: %s", out)
+	}
+}

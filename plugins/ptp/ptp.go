@@ -78,6 +78,9 @@ func add(a *skel.CmdArgs) (res *spec.Result, err error) {
 		return nil, err
 	}
 	defer cont.Close()
+	if err := cont.CheckNameFree(a.IfName); err != nil {
+		return nil, err
+	}
 
 	res, err = skel.DelegateAdd(a, c.IPAM.Type)
 	if err != nil {
