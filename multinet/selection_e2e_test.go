@@ -16,16 +16,33 @@ import (
 )
 
 // "interface" sets CNI_IFNAME, generated names skip it (§4.1.2.1.5,
-// §4.2.1), and "default-route" moves the pod's default route (§4.1.2.1.9).
+// §4.2.1), and "default-route" moves the pod's default route (§4.1.2.1.9):
+// in the pod, in the result the runtime gets (the cluster network's,
+// without its default route) and in the cached results CHECK verifies.
 func TestInterfaceNamesAndDefaultRoute(t *testing.T) {
 	e := newEnv(t)
+	// The cluster network's default route names its gateway, so CHECK
+	// verifies that exact route.
+	e.writeJSON(e.clusterConf, map[string]any{
+		"cniVersion": "1.0.0", "name": "cluster",
+		"plugins": []any{map[string]any{
+			"type": "bridge", "bridge": "mnbr0", "isGateway": true,
+			"ipam": map[string]any{"type": "host-local", "subnet": "10.77.0.0/24", "dataDir": e.ipamDir,
+				"routes": []any{map[string]any{"dst": "0.0.0.0/0", "gw": "10.77.0.1"}}},
+		}},
+	})
 	e.nad("", "blue", e.bridgeNAD("", 1, nil))
 	e.nad("", "red", e.bridgeNAD("", 2, map[string]any{"isGateway": true}))
 	p := e.pod("p1", map[string]string{api.NetworksAnnotation: `[
 		{"name":"blue","interface":"net2"},
 		{"name":"red","default-route":["10.78.2.1"]},
 		{"name":"blue"}]`})
-	e.mustAdd(p)
+	res := e.mustAdd(p)
+	for _, rt := range res.Routes {
+		if rt.Dst.Bits() == 0 {
+			t.Errorf("the ADD result keeps the cluster network's default route %v after default-route moved it to net1", rt)
+		}
+	}
 	if l := sortedLinks(e, p); !slices.Equal(l, []string{"eth0", "net1", "net2", "net3"}) {
 		t.Errorf("pod interfaces = %v", l)
 	}

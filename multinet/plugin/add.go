@@ -184,6 +184,7 @@ func (inv *invocation) add(ctx context.Context) (*spec.Result, error) {
 	if err := inv.applyDefaultRoute(plan, results); err != nil {
 		return nil, inv.rollback(ctx, plan, len(plan.Attachments)-1, err)
 	}
+	inv.routeResults(plan, results)
 	if info != nil {
 		if err := inv.writeStatus(ctx, info.pod, plan, results); err != nil {
 			return nil, inv.rollback(ctx, plan, len(plan.Attachments)-1, err)

@@ -1,11 +1,17 @@
 package plugin
 
 import (
+	"encoding/json"
 	"fmt"
 	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
 
 	"github.com/vishvananda/netlink"
 
+	"github.com/patchbay-cni/patchbay/internal/atomicfile"
 	"github.com/patchbay-cni/patchbay/internal/netns"
 	"github.com/patchbay-cni/patchbay/spec"
 )
@@ -72,4 +78,69 @@ func (inv *invocation) applyDefaultRoute(plan *Plan, _ []*spec.Result) error {
 func isDefault(n *net.IPNet) bool {
 	ones, _ := n.Mask.Size()
 	return ones == 0
+}
+
+// routeResults makes the results say what applyDefaultRoute did, as
+// §4.1.2.1.9 puts it ("the default route and gateway will be cleared from
+// the cluster-wide default network attachment"): every attachment's result
+// loses its default routes, and the attachment with "default-route" gets
+// one per listed gateway. The runtime receives the cluster network's result
+// (so a plugin chained after multinet, or a runtime reading routes, sees the
+// pod's real routes), and the delegates' cached results are rewritten the
+// same way, since CHECK verifies the cached routes (as Multus does too).
+func (inv *invocation) routeResults(plan *Plan, results []*spec.Result) {
+	if !slices.ContainsFunc(plan.Attachments, func(a *Attachment) bool { return a.HasDefault }) {
+		return
+	}
+	for i, att := range plan.Attachments {
+		r := results[i]
+		if r == nil {
+			continue
+		}
+		before := len(r.Routes)
+		r.Routes = slices.DeleteFunc(r.Routes, func(rt *spec.Route) bool { return rt == nil || rt.Dst.Bits() == 0 })
+		if !att.HasDefault && len(r.Routes) == before {
+			continue
+		}
+		for _, gw := range att.DefaultRoute {
+			ip, err := netip.ParseAddr(gw)
+			if err != nil {
+				continue
+			}
+			dst := netip.PrefixFrom(netip.IPv6Unspecified(), 0)
+			if ip.Is4() {
+				dst = netip.PrefixFrom(netip.IPv4Unspecified(), 0)
+			}
+			r.Routes = append(r.Routes, &spec.Route{Dst: dst, GW: ip})
+		}
+		if err := inv.rewriteCachedResult(att, r); err != nil {
+			inv.log.Warn("default-route: the cached result keeps the old routes (CHECK may fail)", "attachment", describe(att), "error", err)
+		}
+	}
+}
+
+// rewriteCachedResult replaces the "result" of the attachment's entry in
+// the delegates' result cache (libcni's format, <cniDir>/results/
+// <network>-<containerID>-<ifName>), keeping every other field.
+func (inv *invocation) rewriteCachedResult(att *Attachment, r *spec.Result) error {
+	list, err := att.List()
+	if err != nil {
+		return err
+	}
+	file := filepath.Join(inv.cfg.CNIDir, "results", list.Name+"-"+inv.args.ContainerID+"-"+att.IfName)
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return err
+	}
+	var entry map[string]json.RawMessage
+	if err := json.Unmarshal(data, &entry); err != nil {
+		return err
+	}
+	if entry["result"], err = r.Encode(list.Version()); err != nil {
+		return err
+	}
+	if data, err = json.Marshal(entry); err != nil {
+		return err
+	}
+	return atomicfile.Write(file, data, 0o600, false)
 }
