@@ -216,3 +216,28 @@ func TestInstallWaitsForClusterNetwork(t *testing.T) {
 		t.Errorf("installed before the readiness file existed")
 	}
 }
+
+// CNI_ARGS: the cluster network gets the runtime's own (here IP=, a
+// static address for the pod), a selected network only IgnoreUnknown and
+// the K8S_POD_* keys: the requested IP is the cluster network's.
+func TestRuntimeCNIArgsGoToTheClusterNetworkOnly(t *testing.T) {
+	e := newEnv(t)
+	e.nad("", "blue", e.bridgeNAD("", 1, nil))
+	p := e.pod("p1", map[string]string{api.NetworksAnnotation: "blue"})
+	rt := e.rt(p)
+	rt.Args = append(rt.Args, [2]string{"IP", "10.77.0.50"})
+	var err error
+	if err = e.inHost(func() error { _, err := e.cni.AddNetworkList(t.Context(), e.conf(), rt); return err }); err != nil {
+		t.Fatalf("ADD with CNI_ARGS IP=10.77.0.50: %v\n%s", err, e.log())
+	}
+	st := statusOf(t, e, p)
+	if len(st) != 2 || !slices.Equal(st[0].IPs, []string{"10.77.0.50/24"}) || len(st[1].IPs) != 1 || !strings.HasPrefix(st[1].IPs[0], "10.78.1.") {
+		t.Errorf("status = %+v, want eth0 10.77.0.50/24 and net1 in 10.78.1.0/24", st)
+	}
+	if err := e.inHost(func() error { return e.cni.DelNetworkList(t.Context(), e.conf(), rt) }); err != nil {
+		t.Fatal(err)
+	}
+	if l := e.leases(); len(l) != 0 {
+		t.Errorf("leases left: %v", l)
+	}
+}

@@ -351,7 +351,7 @@ func (inv *invocation) readAPI(ctx context.Context, client *kube.Client, cluster
 // (failing for undeclared capabilities), cni-args merged into every plugin,
 // the IPAMClaim reference handed on as args.cni.
 func (inv *invocation) attachment(s *selection.Selection, list *spec.ConfList) (*Attachment, error) {
-	att := &Attachment{Name: s.Ref(), IfName: s.Interface}
+	att := &Attachment{Name: s.Ref(), IfName: s.Interface, CNIArgs: podCNIArgs(inv.rargs)}
 	caps, err := selection.CapabilityArgs(s, selection.PluginCapsOf(list))
 	if err != nil {
 		ce := spec.AsError(err, spec.ErrUnsupportedField)

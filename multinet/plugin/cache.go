@@ -42,6 +42,10 @@ type Attachment struct {
 	Config json.RawMessage `json:"config"`
 	// CapabilityArgs are the runtimeConfig values offered to the plugins.
 	CapabilityArgs map[string]any `json:"capabilityArgs,omitempty"`
+	// CNIArgs, when set, replace the runtime's CNI_ARGS for this
+	// attachment (see podCNIArgs); the cluster network has none and gets
+	// the runtime's own.
+	CNIArgs [][2]string `json:"cniArgs,omitempty"`
 	// DefaultRoute is set when the selection had "default-route".
 	DefaultRoute []string `json:"defaultRoute,omitempty"`
 	HasDefault   bool     `json:"hasDefaultRoute,omitempty"`

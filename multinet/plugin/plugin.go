@@ -156,10 +156,30 @@ func (inv *invocation) waitReady(ctx context.Context) error {
 }
 
 func (inv *invocation) rt(a *Attachment) *runtime.RuntimeConf {
+	args := inv.rargs
+	if a.CNIArgs != nil {
+		args = a.CNIArgs
+	}
 	return &runtime.RuntimeConf{
 		ContainerID: inv.args.ContainerID, NetNS: inv.args.Netns, IfName: a.IfName,
-		Args: inv.rargs, CapabilityArgs: a.CapabilityArgs,
+		Args: args, CapabilityArgs: a.CapabilityArgs,
 	}
+}
+
+// podCNIArgs are the CNI_ARGS of a selected network's plugins:
+// IgnoreUnknown=1 and the runtime's K8S_POD_* keys, as Multus passes them.
+// Other keys the runtime sets (IP=, MAC=, ...) are meant for the cluster
+// network, like its runtimeConfig (§7.5): host-local would otherwise try
+// to give the cluster network's requested IP on every attachment.
+func podCNIArgs(runtimeArgs [][2]string) [][2]string {
+	out := [][2]string{{"IgnoreUnknown", "1"}}
+	for _, kv := range runtimeArgs {
+		switch kv[0] {
+		case "K8S_POD_NAMESPACE", "K8S_POD_NAME", "K8S_POD_INFRA_CONTAINER_ID", "K8S_POD_UID":
+			out = append(out, kv)
+		}
+	}
+	return out
 }
 
 // joinErrors turns several delegate errors into one *spec.Error: the code

@@ -97,7 +97,11 @@ func (inv *invocation) delFallback(ctx context.Context, only []*Attachment) {
 			continue
 		}
 		coveredDefault = coveredDefault || c.IfName == a.IfName
-		rt := &runtime.RuntimeConf{ContainerID: a.ContainerID, NetNS: a.Netns, IfName: c.IfName, Args: inv.rargs, CapabilityArgs: c.CapabilityArgs}
+		args := inv.rargs
+		if c.CNIArgs != nil { // what ADD passed
+			args = c.CNIArgs
+		}
+		rt := &runtime.RuntimeConf{ContainerID: a.ContainerID, NetNS: a.Netns, IfName: c.IfName, Args: args, CapabilityArgs: c.CapabilityArgs}
 		if err := inv.cni.DelNetworkList(ctx, l, rt); err != nil {
 			inv.log.Warn("DEL (from the result cache) failed", "network", l.Name, "ifname", c.IfName, "error", err)
 		}
