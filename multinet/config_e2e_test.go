@@ -21,7 +21,7 @@ func TestClusterNetworkNADAndDefaultNetworks(t *testing.T) {
 	e.nad(sys, "podnet", e.bridgeNAD("", 5, map[string]any{"isGateway": true}))
 	e.nad(sys, "extra", e.bridgeNAD("", 6, nil))
 	e.nad("", "blue", e.bridgeNAD("", 1, nil))
-	e.nad("", "alt", e.bridgeNAD("", 7, nil))
+	e.nad(sys, "alt", e.bridgeNAD("", 7, nil))
 	e.opts["clusterNetwork"] = "podnet"
 	e.opts["multusNamespace"] = sys
 	e.opts["defaultNetworks"] = []string{"extra"}
@@ -54,14 +54,14 @@ func TestClusterNetworkNADAndDefaultNetworks(t *testing.T) {
 	if len(res.IPs) != 1 || !strings.HasPrefix(res.IPs[0].Address.String(), "10.78.7.") {
 		t.Errorf("result = %v, want the alt NAD's address", res)
 	}
-	if st := statusOf(t, e, p2); st[0].Name != e.ns+"/alt" || !st[0].Default {
+	if st := statusOf(t, e, p2); st[0].Name != sys+"/alt" || !st[0].Default {
 		t.Errorf("status = %+v", st)
 	}
 	e.mustDel(p2)
 	// And the same from an on-disk cluster network (attached, then replaced).
 	e.opts["clusterNetwork"] = e.clusterConf
 	e.mustAdd(p2)
-	if st := statusOf(t, e, p2); st[0].Name != e.ns+"/alt" || len(e.leases()) != 2 {
+	if st := statusOf(t, e, p2); st[0].Name != sys+"/alt" || len(e.leases()) != 2 {
 		t.Errorf("status = %+v, leases %v (want alt and extra only)", st, e.leases())
 	}
 	e.mustDel(p2)

@@ -176,6 +176,31 @@ func TestNamespaceIsolation(t *testing.T) {
 		t.Errorf("pod interfaces = %v", l)
 	}
 	e.mustDel(p)
+
+	// Without globalNamespaces, "default" is global (Multus's default, so
+	// a Multus configuration keeps its meaning).
+	delete(e.opts, "globalNamespaces")
+	shared := "mn-shared-" + randHex(3)
+	e.nad("default", shared, e.bridgeNAD("", 2, nil))
+	t.Cleanup(func() { e.c.Delete(api.APIVersion(api.NADVersion), api.NADKind, "default", shared) })
+	p2 := e.pod("p2", map[string]string{api.NetworksAnnotation: "default/" + shared})
+	e.mustAdd(p2)
+	e.mustDel(p2)
+
+	// The pod's own default network (Multus's annotation) names a NAD of
+	// multusNamespace, a bare name included, which isolation allows.
+	sys := e.c.UniqueNamespace(t, "mnsys")
+	e.opts["multusNamespace"] = sys
+	e.nad(sys, "alt", e.bridgeNAD("", 7, nil))
+	p3 := e.pod("p3", map[string]string{api.DefaultNetworkAnnotation: "alt"})
+	e.mustAdd(p3)
+	if st := statusOf(t, e, p3); len(st) != 1 || st[0].Name != sys+"/alt" || !st[0].Default {
+		t.Errorf("status = %+v, want %s/alt as the default network", st, sys)
+	}
+	e.mustDel(p3)
+	if l := e.leases(); len(l) != 0 {
+		t.Errorf("leases left: %v", l)
+	}
 }
 
 // §7.2: the second selected network fails; the first and the cluster

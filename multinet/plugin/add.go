@@ -306,14 +306,18 @@ func (inv *invocation) readAPI(ctx context.Context, client *kube.Client, cluster
 	info := &apiInfo{pod: pod}
 	ann := pod.Metadata.Annotations
 	if v := strings.TrimSpace(ann[api.DefaultNetworkAnnotation]); v != "" {
-		r := selection.Parse(v, pod.Metadata.Namespace, selection.Options{})
+		// As in Multus, a bare name is in multusNamespace, where the
+		// administrator keeps the cluster network's alternatives.
+		r := selection.Parse(v, cfg.MultusNamespace, selection.Options{})
 		if r.Fatal() || r.Ignored() || len(r.Selections) != 1 {
 			return nil, spec.Errorf(spec.ErrInvalidNetworkConfig, "multinet: pod %s: annotation %s=%q must name exactly one NetworkAttachmentDefinition: %v",
 				inv.pod.ref(), api.DefaultNetworkAnnotation, v, problemsText(r.Problems))
 		}
 		s := r.Selections[0]
-		if err := inv.isolation(s); err != nil {
-			return nil, err
+		if s.Namespace != cfg.MultusNamespace { // multusNamespace is always allowed here
+			if err := inv.isolation(s); err != nil {
+				return nil, err
+			}
 		}
 		info.override = s.Ref()
 	}

@@ -18,6 +18,7 @@ const (
 	DefaultCNIDir           = "/var/lib/cni/multus"
 	DefaultBinDir           = "/opt/cni/bin"
 	DefaultMultusNamespace  = "kube-system"
+	DefaultGlobalNamespace  = "default"
 	DefaultReadinessTimeout = 45 * time.Second
 	DefaultAPITimeout       = 10 * time.Second
 	DefaultInterfacePrefix  = "net"
@@ -52,7 +53,8 @@ type Config struct {
 	// their own namespace and GlobalNamespaces (§7.4).
 	NamespaceIsolation bool `json:"namespaceIsolation,omitempty"`
 	// GlobalNamespaces is a comma-separated list (Multus's format; a JSON
-	// list is accepted too).
+	// list is accepted too). Unset or empty means ["default"], Multus's
+	// default, so that a Multus configuration keeps its meaning.
 	GlobalNamespaces stringList `json:"globalNamespaces,omitempty"`
 	// ReadinessIndicatorFile must exist before the cluster network counts
 	// as ready (§6.1): ADD waits for it up to ReadinessTimeout, STATUS
@@ -123,6 +125,9 @@ func ParseConfig(data []byte) (*Config, error) {
 	}
 	if c.MultusNamespace == "" {
 		c.MultusNamespace = DefaultMultusNamespace
+	}
+	if len(c.GlobalNamespaces) == 0 {
+		c.GlobalNamespaces = []string{DefaultGlobalNamespace}
 	}
 	if c.SystemNamespaces == nil {
 		c.SystemNamespaces = []string{"kube-system"}

@@ -25,6 +25,12 @@ func TestParseConfig(t *testing.T) {
 	if !slices.Equal(c.GlobalNamespaces, []string{"a", "b", "c"}) {
 		t.Errorf("globalNamespaces = %q", c.GlobalNamespaces)
 	}
+	// Multus's default global namespace.
+	for _, conf := range []string{`{"clusterNetwork":"x"}`, `{"clusterNetwork":"x","globalNamespaces":""}`} {
+		if c, err := ParseConfig([]byte(conf)); err != nil || !slices.Equal(c.GlobalNamespaces, []string{"default"}) {
+			t.Errorf("%s: globalNamespaces = %q, %v; want [default]", conf, c.GlobalNamespaces, err)
+		}
+	}
 	c, err = ParseConfig([]byte(`{"clusterNetwork":"x","globalNamespaces":["a","b"],"readinessTimeoutSeconds":2}`))
 	if err != nil || !slices.Equal(c.GlobalNamespaces, []string{"a", "b"}) || c.readinessTimeout() != 2*time.Second {
 		t.Errorf("list form: %v %+v", err, c)
