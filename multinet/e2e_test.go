@@ -116,10 +116,14 @@ func TestAddDelPod(t *testing.T) {
 
 // Invalid-and-ignored annotation (§4.1.2.1.4): the pod gets the cluster
 // network only, plus a Warning event and a log line naming the problem.
+// The event is recorded once per problem: a second sandbox of the same pod
+// (or the kubelet retrying ADD) adds no second event.
 func TestIgnoredAnnotationEvent(t *testing.T) {
 	e := newEnv(t)
 	e.nad("", "blue", e.bridgeNAD("", 1, nil))
 	p := e.pod("p1", map[string]string{api.NetworksAnnotation: `[{"name":"blue","mac":"not-a-mac"}]`})
+	e.mustAdd(p)
+	e.mustDel(p)
 	e.mustAdd(p)
 	if l := e.links(p); !slices.Equal(l, []string{"eth0"}) {
 		t.Errorf("pod interfaces = %v, want only eth0", l)
@@ -135,15 +139,15 @@ func TestIgnoredAnnotationEvent(t *testing.T) {
 		}
 	}
 	json.Unmarshal(body, &evs)
-	found := false
+	found := 0
 	for _, ev := range evs.Items {
 		if ev.Type == "Warning" && ev.InvolvedObject.Name == "p1" && strings.Contains(ev.Message, `"mac"`) && strings.Contains(ev.Message, "not-a-mac") {
-			found = true
+			found++
 			t.Logf("event %s: %s", ev.Reason, ev.Message)
 		}
 	}
-	if !found {
-		t.Errorf("no Warning event naming the bad mac: %s", body)
+	if found != 1 {
+		t.Errorf("%d Warning events naming the bad mac after two ADDs, want exactly 1: %s", found, body)
 	}
 	if !strings.Contains(e.log(), "not-a-mac") {
 		t.Errorf("no log line naming the problem:\n%s", e.log())

@@ -3,8 +3,10 @@ package kube
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -241,7 +243,11 @@ const (
 	EventNormal  = "Normal"
 )
 
-// CreateEvent records a core/v1 Event about a pod.
+// CreateEvent records a core/v1 Event about a pod, once: the event's name
+// is derived from the pod's UID, the reason and the message, so the same
+// problem reported again (the kubelet retrying a failed sandbox, a new
+// sandbox of the same pod) finds the event already there (409) and adds
+// none.
 func (c *Client) CreateEvent(ctx context.Context, pod *Pod, typ, reason, message, component, host string) error {
 	now := time.Now().UTC().Format(time.RFC3339)
 	if len(message) > 1024 { // the apiserver refuses longer event messages
@@ -251,8 +257,8 @@ func (c *Client) CreateEvent(ctx context.Context, pod *Pod, typ, reason, message
 		"apiVersion": "v1",
 		"kind":       "Event",
 		"metadata": map[string]any{
-			"generateName": pod.Metadata.Name + ".",
-			"namespace":    pod.Metadata.Namespace,
+			"name":      EventName(pod, reason, message),
+			"namespace": pod.Metadata.Namespace,
 		},
 		"involvedObject": map[string]any{
 			"apiVersion": "v1", "kind": "Pod", "name": pod.Metadata.Name,
@@ -269,5 +275,20 @@ func (c *Client) CreateEvent(ctx context.Context, pod *Pod, typ, reason, message
 		return err
 	}
 	path := "/api/v1/namespaces/" + url.PathEscape(pod.Metadata.Namespace) + "/events"
-	return c.do(ctx, http.MethodPost, path, "application/json", body, nil)
+	err = c.do(ctx, http.MethodPost, path, "application/json", body, nil)
+	if IsConflict(err) { // already reported
+		return nil
+	}
+	return err
+}
+
+// EventName is "<pod>.<16 hex digits of sha256(uid, reason, message)>",
+// the pod name shortened so that the whole is a valid object name.
+func EventName(pod *Pod, reason, message string) string {
+	sum := sha256.Sum256([]byte(pod.Metadata.UID + "\x00" + reason + "\x00" + message))
+	name := pod.Metadata.Name
+	if len(name) > 253-17 {
+		name = strings.TrimRight(name[:253-17], ".-")
+	}
+	return name + "." + hex.EncodeToString(sum[:8])
 }
