@@ -241,3 +241,18 @@ func TestRuntimeCNIArgsGoToTheClusterNetworkOnly(t *testing.T) {
 		t.Errorf("leases left: %v", l)
 	}
 }
+
+// A NetworkAttachmentDefinition that runs multinet is refused before
+// anything is delegated to it (it would recurse or wait on its own lock).
+func TestSelfDelegationRefused(t *testing.T) {
+	e := newEnv(t)
+	e.nad("", "loop", map[string]any{"cniVersion": "1.0.0", "type": "multinet", "clusterNetwork": filepath.Join(e.dir, "nowhere")})
+	p := e.pod("p1", map[string]string{api.NetworksAnnotation: "loop"})
+	_, err := e.add(p)
+	if err == nil || !strings.Contains(err.Error(), "cannot be its own delegate") {
+		t.Fatalf("ADD = %v, want a refusal naming the self-delegation", err)
+	}
+	if l := e.links(p); len(l) != 0 || len(e.leases()) != 0 {
+		t.Errorf("left: interfaces %v, leases %v", l, e.leases())
+	}
+}

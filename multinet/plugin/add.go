@@ -227,6 +227,9 @@ func (inv *invocation) addOne(ctx context.Context, att *Attachment) (*spec.Resul
 // clusterAttachment is the cluster network's attachment, first (§6.2),
 // with the runtime's runtimeConfig (§7.5: no other attachment gets it).
 func (inv *invocation) clusterAttachment(l *spec.ConfList, name string) (*Attachment, error) {
+	if err := notSelf(l, name); err != nil {
+		return nil, err
+	}
 	def := &Attachment{Name: name, IfName: inv.args.IfName, Default: true, CapabilityArgs: inv.cfg.capabilityArgs()}
 	var err error
 	if def.Config, err = selfContained(l, nil); err != nil {
@@ -355,6 +358,9 @@ func (inv *invocation) readAPI(ctx context.Context, client *kube.Client, cluster
 // (failing for undeclared capabilities), cni-args merged into every plugin,
 // the IPAMClaim reference handed on as args.cni.
 func (inv *invocation) attachment(s *selection.Selection, list *spec.ConfList) (*Attachment, error) {
+	if err := notSelf(list, s.Ref()); err != nil {
+		return nil, err
+	}
 	att := &Attachment{Name: s.Ref(), IfName: s.Interface, CNIArgs: podCNIArgs(inv.rargs)}
 	caps, err := selection.CapabilityArgs(s, selection.PluginCapsOf(list))
 	if err != nil {
@@ -390,6 +396,19 @@ func (inv *invocation) isolation(s *selection.Selection) error {
 	d := selection.CheckNamespaceIsolation(inv.pod.Namespace, inv.cfg.GlobalNamespaces, s)
 	if !d.Allowed {
 		return spec.Errorf(spec.ErrInvalidNetworkConfig, "multinet: pod %s: %s (multi-net spec §7.4)", inv.pod.ref(), d.Message)
+	}
+	return nil
+}
+
+// notSelf refuses a network that runs multinet: the nested multinet would
+// read the same pod and delegate to the same network again (without end
+// when its cniDir differs, or waiting forever for this container's lock
+// when it is the same), so anyone allowed to create a
+// NetworkAttachmentDefinition could hang or flood the node.
+func notSelf(l *spec.ConfList, name string) error {
+	if isMultinet(l) {
+		return spec.Errorf(spec.ErrInvalidNetworkConfig,
+			"multinet: network %q runs the multinet plugin itself; a delegating plugin cannot be its own delegate", name)
 	}
 	return nil
 }
