@@ -83,6 +83,7 @@ func TestPre030Result(t *testing.T) {
 		t.Errorf("status of the 0.2.0 network = %+v", st[1:])
 	}
 	e.mustDel(p)
+	e.noStatus(p)
 	if l := e.leases(); len(l) != 0 {
 		t.Errorf("leases left: %v", l)
 	}
@@ -130,4 +131,5 @@ func TestRBACIsEnough(t *testing.T) {
 		t.Errorf("event refused:\n%s", e.log())
 	}
 	e.mustDel(p)
+	e.noStatus(p)
 }

@@ -97,7 +97,15 @@ func TestAddDelPod(t *testing.T) {
 	if err := e.check(p); err != nil {
 		t.Errorf("CHECK: %v", err)
 	}
+	e.proxy.take()
 	e.mustDel(p)
+	// DEL removes the status it wrote: one conditional PATCH.
+	if calls := e.proxy.take(); !slices.Equal(calls, []string{"PATCH /api/v1/namespaces/" + e.ns + "/pods/p1/status"}) {
+		t.Errorf("API calls of DEL = %q, want the status PATCH only", calls)
+	}
+	if v, ok := e.podAnnotations(p)[api.NetworkStatusAnnotation]; ok {
+		t.Errorf("network status left after DEL: %s", v)
+	}
 	if l := e.links(p); len(l) != 0 {
 		t.Errorf("interfaces left after DEL: %v", l)
 	}
@@ -107,10 +115,27 @@ func TestAddDelPod(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(e.cniDir, p.cid+".json")); !os.IsNotExist(err) {
 		t.Errorf("cache file left after DEL: %v", err)
 	}
-	// DEL is idempotent.
+	// DEL is idempotent (and, with nothing left, makes no API call).
 	e.mustDel(p)
 	if calls := e.proxy.take(); len(calls) != 0 {
-		t.Errorf("DEL made API calls: %q", calls)
+		t.Errorf("second DEL made API calls: %q", calls)
+	}
+}
+
+// DEL removes only the network status its own ADD wrote: a status written
+// since (another sandbox of the pod) is left alone.
+func TestDelKeepsANewerStatus(t *testing.T) {
+	e := newEnv(t)
+	p := e.pod("p1", nil)
+	e.mustAdd(p)
+	newer := `[{"name":"kube-system/cluster","interface":"eth0","ips":["10.77.0.99/24"],"default":true}]`
+	patch := map[string]any{"metadata": map[string]any{"annotations": map[string]any{api.NetworkStatusAnnotation: newer}}}
+	if code, body, err := e.c.DoAs(e.c.Token, "PATCH", "/api/v1/namespaces/"+e.ns+"/pods/p1/status", "application/merge-patch+json", patch); err != nil || code != 200 {
+		t.Fatalf("PATCH: %d %v %s", code, err, body)
+	}
+	e.mustDel(p)
+	if v := e.podAnnotations(p)[api.NetworkStatusAnnotation]; v != newer {
+		t.Errorf("DEL changed a status it did not write: %q", v)
 	}
 }
 

@@ -324,6 +324,15 @@ func (e *env) mustDel(p *pod) {
 	}
 }
 
+// noStatus fails the test when the pod still has a network-status
+// annotation (DEL removes the one its ADD wrote).
+func (e *env) noStatus(p *pod) {
+	e.t.Helper()
+	if v, ok := e.podAnnotations(p)[api.NetworkStatusAnnotation]; ok {
+		e.t.Errorf("network status left after DEL: %s\n%s", v, e.log())
+	}
+}
+
 func (e *env) log() string {
 	b, _ := os.ReadFile(filepath.Join(e.dir, "multinet.log"))
 	return "--- multinet.log ---\n" + string(b)

@@ -68,6 +68,7 @@ func TestInterfaceNamesAndDefaultRoute(t *testing.T) {
 		t.Errorf("CHECK after default-route: %v", err)
 	}
 	e.mustDel(p)
+	e.noStatus(p)
 	if l := e.links(p); len(l) != 0 || len(e.leases()) != 0 {
 		t.Errorf("left after DEL: interfaces %v, leases %v", l, e.leases())
 	}

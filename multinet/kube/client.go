@@ -237,6 +237,33 @@ func (c *Client) SetNetworkStatus(ctx context.Context, ns, name, uid, value stri
 	}
 }
 
+// ClearNetworkStatus removes the network-status annotation of the pod
+// (status subresource, one JSON patch) only if the pod still has that UID
+// and the annotation still holds value: the patch tests both before the
+// remove, so the status another sandbox of the pod wrote meanwhile, or a
+// re-created pod's, is left alone. It reports whether it removed it; a
+// failed test or a missing pod is not an error.
+func (c *Client) ClearNetworkStatus(ctx context.Context, ns, name, uid, value string) (bool, error) {
+	path := "/metadata/annotations/" + strings.NewReplacer("~", "~0", "/", "~1").Replace(api.NetworkStatusAnnotation)
+	body, err := json.Marshal([]map[string]any{
+		{"op": "test", "path": "/metadata/uid", "value": uid},
+		{"op": "test", "path": path, "value": value},
+		{"op": "remove", "path": path},
+	})
+	if err != nil {
+		return false, err
+	}
+	err = c.do(ctx, http.MethodPatch, podPath(ns, name)+"/status", "application/json-patch+json", body, nil)
+	var se *StatusError
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.As(err, &se) && (se.Code == http.StatusNotFound || se.Code == http.StatusUnprocessableEntity):
+		return false, nil // gone, or not ours any more
+	}
+	return false, err
+}
+
 // Event types.
 const (
 	EventWarning = "Warning"

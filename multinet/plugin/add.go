@@ -544,29 +544,9 @@ func (inv *invocation) reportProblems(ctx context.Context, client *kube.Client, 
 
 // writeStatus publishes the network-status annotation (§5).
 func (inv *invocation) writeStatus(ctx context.Context, pod *kube.Pod, plan *Plan, results []*spec.Result) error {
-	overridden := slices.ContainsFunc(plan.Attachments, func(a *Attachment) bool { return a.HasDefault })
-	entries := make([]status.Entry, 0, len(results))
-	for i, att := range plan.Attachments {
-		in := status.Input{Name: att.Name, Default: att.Default, Result: results[i], IfName: att.IfName}
-		switch {
-		case att.HasDefault:
-			for _, gw := range att.DefaultRoute {
-				if ip, err := netip.ParseAddr(gw); err == nil {
-					in.DefaultRoute = append(in.DefaultRoute, ip)
-				}
-			}
-		case att.Default && !overridden:
-			in.DefaultRoute = defaultGateways(results[i])
-		}
-		e, err := status.New(in)
-		if err != nil {
-			return spec.Errorf(spec.ErrInternal, "multinet: %v", err)
-		}
-		entries = append(entries, e)
-	}
-	value, err := status.Encode(entries)
+	value, err := statusValue(plan, results)
 	if err != nil {
-		return spec.Errorf(spec.ErrInternal, "multinet: %v", err)
+		return err
 	}
 	if inv.cfg.AsyncNetworkStatus {
 		w := inv.takeWriter()
@@ -594,6 +574,37 @@ func (inv *invocation) writeStatus(ctx context.Context, pod *kube.Pod, plan *Pla
 		return spec.Errorf(spec.ErrTryAgainLater, "multinet: pod %s: cannot write the %s annotation: %v", inv.pod.ref(), api.NetworkStatusAnnotation, err)
 	}
 	return nil
+}
+
+// statusValue is the network-status annotation of a plan's attachments
+// with their results. It depends on nothing else, so DEL can compute it
+// again from the plan and the cached results (see clearStatus).
+func statusValue(plan *Plan, results []*spec.Result) (string, error) {
+	overridden := slices.ContainsFunc(plan.Attachments, func(a *Attachment) bool { return a.HasDefault })
+	entries := make([]status.Entry, 0, len(results))
+	for i, att := range plan.Attachments {
+		in := status.Input{Name: att.Name, Default: att.Default, Result: results[i], IfName: att.IfName}
+		switch {
+		case att.HasDefault:
+			for _, gw := range att.DefaultRoute {
+				if ip, err := netip.ParseAddr(gw); err == nil {
+					in.DefaultRoute = append(in.DefaultRoute, ip)
+				}
+			}
+		case att.Default && !overridden:
+			in.DefaultRoute = defaultGateways(results[i])
+		}
+		e, err := status.New(in)
+		if err != nil {
+			return "", spec.Errorf(spec.ErrInternal, "multinet: %v", err)
+		}
+		entries = append(entries, e)
+	}
+	value, err := status.Encode(entries)
+	if err != nil {
+		return "", spec.Errorf(spec.ErrInternal, "multinet: %v", err)
+	}
+	return value, nil
 }
 
 // defaultGateways are the gateways of the result's default routes; a

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"time"
 
 	"github.com/patchbay-cni/patchbay/runtime"
 	"github.com/patchbay-cni/patchbay/skel"
@@ -38,13 +39,74 @@ func cmdDel(a *skel.CmdArgs) error {
 		lock.unlock(true)
 		return nil
 	}
-	if err := inv.delPlan(ctx, plan); err != nil {
+	cleared := inv.clearStatus(ctx, plan)
+	err = inv.delPlan(ctx, plan)
+	cleared()
+	if err != nil {
 		lock.unlock(false)
 		return err
 	}
 	removePlan(inv.cfg.CNIDir, a.ContainerID)
 	lock.unlock(true)
 	return nil
+}
+
+// statusClearTimeout bounds DEL's wait for the status clear: an
+// unreachable apiserver must not hold up the teardown.
+const statusClearTimeout = 2 * time.Second
+
+// clearStatus removes the network-status annotation this container's ADD
+// wrote (as Multus does on DEL), so that the pod does not advertise
+// addresses it no longer has: consumers of the annotation (IPAM
+// reconcilers, monitoring) would take them as in use. The value ADD wrote
+// is recomputed from the plan and the cached results (read here, before
+// the delegates' DEL removes them) and the removal is conditional on it
+// and on the pod's UID (kube.ClearNetworkStatus), so a newer sandbox's
+// status or a re-created pod is never touched. It runs while the
+// delegates are deleted; the returned function waits for it (at most
+// statusClearTimeout). Failures are only logged: DEL never fails on them.
+func (inv *invocation) clearStatus(ctx context.Context, plan *Plan) func() {
+	if plan.PodName == "" || plan.PodNamespace == "" || plan.PodUID == "" {
+		return func() {}
+	}
+	results := make([]*spec.Result, len(plan.Attachments))
+	for i, att := range plan.Attachments {
+		list, err := att.List()
+		if err != nil {
+			return func() {}
+		}
+		rt := inv.rt(att)
+		if results[i], err = inv.cni.GetCachedResult(list, rt); err != nil || results[i] == nil {
+			return func() {} // ADD did not complete: it wrote no status
+		}
+	}
+	value, err := statusValue(plan, results)
+	if err != nil {
+		return func() {}
+	}
+	ref := plan.PodNamespace + "/" + plan.PodName
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		ctx, cancel := context.WithTimeout(ctx, statusClearTimeout)
+		defer cancel()
+		client, err := inv.kube()
+		var cleared bool
+		if err == nil {
+			cleared, err = client.ClearNetworkStatus(ctx, plan.PodNamespace, plan.PodName, plan.PodUID, value)
+		}
+		if err != nil {
+			inv.log.Warn("DEL: the network status annotation was not removed", "pod", ref, "error", err)
+			return
+		}
+		inv.log.Debug("DEL: network status annotation", "pod", ref, "removed", cleared)
+	}()
+	return func() {
+		select {
+		case <-done:
+		case <-time.After(statusClearTimeout):
+		}
+	}
 }
 
 // delPlan DELs the plan's attachments in reverse; one aggregated error.
