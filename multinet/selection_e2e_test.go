@@ -169,6 +169,17 @@ func TestOnDiskLookupOrder(t *testing.T) {
 		t.Errorf("status = %+v, want the .conflist's 10.78.8.0/24", st)
 	}
 	e.mustDel(p)
+	// Rule 1 first: spec.config wins over an on-disk file of the same name.
+	e.nad("", "both", e.bridgeNAD("", 10, nil))
+	e.writeJSON(filepath.Join(e.confDir, "05-both.conflist"), map[string]any{
+		"cniVersion": "1.0.0", "name": "both", "plugins": []any{map[string]any{"type": "bridge", "bridge": "mnbr11",
+			"ipam": map[string]any{"type": "host-local", "subnet": "10.78.11.0/24", "dataDir": e.ipamDir}}}})
+	p3 := e.pod("p3", map[string]string{api.NetworksAnnotation: "both"})
+	e.mustAdd(p3)
+	if st := statusOf(t, e, p3); len(st) != 2 || len(st[1].IPs) != 1 || !strings.HasPrefix(st[1].IPs[0], "10.78.10.") {
+		t.Errorf("status = %+v, want spec.config's 10.78.10.0/24", st)
+	}
+	e.mustDel(p3)
 	e.nad("", "nowhere", nil)
 	p2 := e.pod("p2", map[string]string{api.NetworksAnnotation: "nowhere"})
 	if _, err := e.add(p2); err == nil || !strings.Contains(err.Error(), "no spec.config") {
