@@ -1,0 +1,156 @@
+package difftest
+
+import (
+	"fmt"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// ipIn runs `ip` in a namespace, failing the test on error.
+func ipIn(t *testing.T, ns string, args ...string) {
+	t.Helper()
+	if out, err := exec.Command("ip", append([]string{"-n", ns}, args...)...).CombinedOutput(); err != nil {
+		t.Fatalf("ip -n %s %v: %v: %s", ns, args, err, out)
+	}
+}
+
+// Edge cases, each run the same way on both sides (setup included).
+func TestProbes(t *testing.T) {
+	bridgeConf := func(net, br, subnet string, extra string) string {
+		return fmt.Sprintf(`{"cniVersion":"1.0.0","name":%q,"plugins":[{"type":"bridge","bridge":%q%s,
+		  "ipam":{"type":"host-local","dataDir":"{{DIR}}/ipam","subnet":%q}}]}`, net, br, extra, subnet)
+	}
+	cases := []dcase{{
+		// The bridge exists with MTU 9000: neither changes it; the veth
+		// gets the configured mtu.
+		name:  "existing-bridge-other-mtu",
+		conf:  bridgeConf("mtunet", "brmtu", "10.20.0.0/24", `,"mtu":1400,"isGateway":true`),
+		setup: func(t *testing.T, s *side) { ipIn(t, s.host, "link", "add", "brmtu", "mtu", "9000", "type", "bridge") },
+		atts:  one("mtu1", nil),
+	}, {
+		// Two networks (no gateway) share a bridge.
+		name: "two-networks-one-bridge",
+		conf: bridgeConf("neta", "brshared", "10.21.0.0/24", ""),
+		atts: []att{
+			{id: "a1", ifname: "eth0", cont: "c1"},
+			{id: "b1", ifname: "eth1", cont: "c1", conf: bridgeConf("netb", "brshared", "10.22.0.0/24", "")},
+		},
+		refCheckFails: true,
+	}, {
+		// Two gateway networks on one bridge: the second gateway address
+		// is refused (without forceAddress) and nothing of it is left.
+		name: "two-gateway-networks-one-bridge",
+		conf: bridgeConf("neta", "brshared", "10.21.0.0/24", `,"isGateway":true`),
+		atts: []att{
+			{id: "a1", ifname: "eth0", cont: "c1"},
+			{id: "b1", ifname: "eth1", cont: "c1", conf: bridgeConf("netb", "brshared", "10.22.0.0/24", `,"isGateway":true`)},
+		},
+		refLeaks: true,
+	}, {
+		// The container already has a default route (another interface).
+		name: "isDefaultGateway-existing-default-route",
+		conf: bridgeConf("dgw", "brdgw", "10.23.0.0/24", `,"isDefaultGateway":true`),
+		setup: func(t *testing.T, s *side) {
+			c, _ := s.container(t, "c1")
+			ipIn(t, c, "link", "add", "other0", "type", "veth", "peer", "name", "other1")
+			ipIn(t, c, "addr", "add", "192.168.99.2/24", "dev", "other0")
+			ipIn(t, c, "link", "set", "other0", "up")
+			ipIn(t, c, "link", "set", "other1", "up")
+			ipIn(t, c, "route", "add", "default", "via", "192.168.99.1")
+		},
+		atts: one("dgw1", nil),
+	}, {
+		// CNI_IFNAME already exists in the container: an error (spec), and
+		// the existing interface is untouched.
+		name: "ifname-exists",
+		conf: bridgeConf("exists", "brex", "10.24.0.0/24", `,"isGateway":true`),
+		setup: func(t *testing.T, s *side) {
+			c, _ := s.container(t, "c1")
+			ipIn(t, c, "link", "add", "eth0", "type", "veth", "peer", "name", "peer0")
+		},
+		atts:     one("ex1", nil),
+		noDel:    true, // DEL would delete the pre-existing eth0 (both do)
+		refLeaks: true, // the reference has made the bridge by then
+	}, {
+		// ptp when CNI_IFNAME already exists.
+		name: "ptp-ifname-exists",
+		conf: `{"cniVersion":"1.0.0","name":"pexists","plugins":[{"type":"ptp","ipam":{"type":"host-local","dataDir":"{{DIR}}/ipam","subnet":"10.25.0.0/24"}}]}`,
+		setup: func(t *testing.T, s *side) {
+			c, _ := s.container(t, "c1")
+			ipIn(t, c, "link", "add", "eth0", "type", "veth", "peer", "name", "peer0")
+		},
+		atts:     one("pex1", nil),
+		noDel:    true,
+		refLeaks: true, // the reference has turned ip_forward on by then
+	}, {
+		// host-local under a network name with dots: dataDir/<name>/.
+		name: "hostlocal-dotted-name",
+		conf: bridgeConf("my.net.v1", "brdot", "10.26.0.0/24", ""),
+		atts: one("dot1", nil),
+	}, {
+		// The same hostPort for two containers: both ADDs succeed.
+		name: "portmap-same-hostport",
+		conf: `{"cniVersion":"1.0.0","name":"pmsame","plugins":[
+		 {"type":"bridge","bridge":"brpms","isGateway":true,"ipam":{"type":"host-local","dataDir":"{{DIR}}/ipam","subnet":"10.27.0.0/24"}},
+		 {"type":"portmap","capabilities":{"portMappings":true}}]}`,
+		atts: []att{
+			{id: "pms1", ifname: "eth0", cont: "c1", caps: map[string]any{"portMappings": portmaps[:1]}},
+			{id: "pms2", ifname: "eth0", cont: "c2", caps: map[string]any{"portMappings": portmaps[:1]}},
+		},
+	}}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) { t.Parallel(); runCase(t, c) })
+	}
+}
+
+// The tuning sysctl keys each implementation accepts or refuses, one ADD
+// per key (loopback + tuning on "lo"), compared by CNI code.
+func TestTuningSysctlDecisions(t *testing.T) {
+	keys := []struct{ key, value string }{
+		{"net.core.somaxconn", "600"},
+		{"net.ipv4.conf.lo.arp_notify", "1"},
+		{"net.ipv4.conf.IFNAME.arp_filter", "1"},
+		{"net/ipv4/conf/lo/arp_ignore", "1"},
+		{"net.ipv4.conf.all.rp_filter", "1"},
+		{"net.ipv4.conf.default.rp_filter", "1"},
+		{"net.ipv4.conf.eth9.arp_notify", "1"},
+		{"net.ipv4.ip_forward", "1"},
+		{"net.ipv4.tcp_keepalive_time", "600"},
+		{"net.ipv4.ping_group_range", "0 2147483647"},
+		{"net.ipv4.ip_local_port_range", "20000 40000"},
+		{"net.ipv6.conf.lo.disable_ipv6", "1"},
+		{"net.ipv6.conf.all.forwarding", "1"},
+		{"net.ipv6.neigh.lo.base_reachable_time_ms", "20000"},
+		{"net.unix.max_dgram_qlen", "100"},
+		{"net.core.rmem_max", "1000000"},
+		{"net.netfilter.nf_conntrack_max", "1000"},
+		{"net.core.no_such_key", "1"},
+		{"kernel.shm_rmid_forced", "1"},
+		{"vm.swappiness", "10"},
+		{"net/../kernel/hostname", "x"},
+		{"net.ipv4.conf.lo.arp_notify", "notanumber"},
+	}
+	ss := sides(t)
+	for i, k := range keys {
+		conf := fmt.Sprintf(`{"cniVersion":"1.0.0","name":"tunekeys","plugins":[{"type":"loopback"},
+		  {"type":"tuning","dataDir":"{{DIR}}/tuning","sysctl":{%q:%q}}]}`, k.key, k.value)
+		var codes [2]string
+		var errs [2]error
+		for j, s := range ss {
+			l := s.list(t, conf)
+			a := att{id: fmt.Sprint("key", i), ifname: "lo", cont: fmt.Sprint("c", i)}
+			_, errs[j] = s.add(t, l, a)
+			codes[j] = errCode(errs[j])
+			if err := s.verb(t, "DEL", l, a); err != nil {
+				t.Errorf("%s: DEL %s: %v", s.name, k.key, err)
+			}
+		}
+		t.Logf("%-42s ours %-7s ref %-7s", k.key+"="+k.value, codes[0], codes[1])
+		if (codes[0] == "ok") != (codes[1] == "ok") {
+			t.Errorf("sysctl %s=%q: ours %s (%v), ref %s (%v)", k.key, k.value, codes[0], errs[0], codes[1], errs[1])
+		} else if errs[0] != nil && !strings.Contains(errs[0].Error(), k.key) {
+			t.Errorf("sysctl %s: our error does not name the key: %v", k.key, errs[0])
+		}
+	}
+}
