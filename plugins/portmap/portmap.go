@@ -10,6 +10,9 @@ package portmap
 
 import (
 	"errors"
+	"fmt"
+	"os"
+	"os/exec"
 
 	"github.com/patchbay-cni/patchbay/skel"
 	"github.com/patchbay-cni/patchbay/spec"
@@ -69,6 +72,9 @@ func add(a *skel.CmdArgs) (*spec.Result, error) {
 
 func del(a *skel.CmdArgs) error {
 	p, err := parse(a)
+	if se := (*spec.Error)(nil); errors.As(err, &se) && se.Code == spec.ErrInvalidNetworkConfig {
+		return delByKey(a, err)
+	}
 	if err != nil {
 		return err
 	}
@@ -76,6 +82,30 @@ func del(a *skel.CmdArgs) error {
 		return nil
 	}
 	if err := newBackend(p.backend).Del(&p.req); err != nil {
+		return internal("remove port mappings", err)
+	}
+	return nil
+}
+
+// delByKey is DEL for a configuration that does not validate: the
+// runtime sends DEL after ADD refused it, and again while DEL fails, so
+// refusing would block the attachment's teardown (the reference's DEL does
+// not validate the mappings). The attachment's rules are found by its key
+// alone, in both backends; iptables is looked at only where it is
+// installed, and its failures are reported on stderr, not returned.
+func delByKey(a *skel.CmdArgs, why error) error {
+	fmt.Fprintf(os.Stderr, "portmap DEL: invalid configuration (%v); removing this attachment's rules by key\n", why)
+	var name string
+	if a.Conf != nil {
+		name = a.Conf.Name
+	}
+	r := &request{Key: attachKey(name, a.ContainerID, a.IfName)}
+	if _, err := exec.LookPath(tool(false, "save")); err == nil {
+		if err := (&iptBackend{}).Del(r); err != nil {
+			fmt.Fprintf(os.Stderr, "portmap DEL: iptables: %v\n", err)
+		}
+	}
+	if err := (&nftBackend{}).Del(r); err != nil {
 		return internal("remove port mappings", err)
 	}
 	return nil
