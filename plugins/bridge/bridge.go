@@ -265,7 +265,7 @@ func addrs(ips []*spec.IPConfig) []netip.Prefix {
 }
 
 func del(a *skel.CmdArgs) error {
-	c, err := load(a)
+	c, err := decode(a)
 	if err != nil {
 		return err
 	}

@@ -56,15 +56,27 @@ func invalid(format string, a ...any) error {
 	return spec.Errorf(spec.ErrInvalidNetworkConfig, format, a...)
 }
 
-// load decodes and validates the whole configuration before anything is
-// created, so bad input leaves no half-made bridge or veth behind.
-func load(a *skel.CmdArgs) (*Config, error) {
+// decode only decodes, with defaults. DEL uses it: a DEL must succeed for
+// a configuration ADD refused (the runtime sends one after the failed ADD
+// and retries while it fails), and it needs none of the validated keys
+// (masquerade teardown copes with any ipMasqBackend value).
+func decode(a *skel.CmdArgs) (*Config, error) {
 	c := &Config{Bridge: defaultBridge}
 	if err := a.DecodeConf(c); err != nil {
 		return nil, err
 	}
 	if c.Bridge == "" {
 		c.Bridge = defaultBridge
+	}
+	return c, nil
+}
+
+// load decodes and validates the whole configuration before anything is
+// created, so bad input leaves no half-made bridge or veth behind.
+func load(a *skel.CmdArgs) (*Config, error) {
+	c, err := decode(a)
+	if err != nil {
+		return nil, err
 	}
 	if len(c.Bridge) > spec.MaxInterfaceNameLen {
 		return nil, invalid("\"bridge\" value %q is invalid: longer than %d characters", c.Bridge, spec.MaxInterfaceNameLen)
@@ -78,7 +90,6 @@ func load(a *skel.CmdArgs) (*Config, error) {
 	if c.Vlan < 0 || c.Vlan > 4094 {
 		return nil, invalid("\"vlan\" value %d is invalid: must be between 0 and 4094", c.Vlan)
 	}
-	var err error
 	if c.vlans, err = expandTrunk(c.VlanTrunk); err != nil {
 		return nil, err
 	}
