@@ -185,12 +185,17 @@ func setupHost(host *link.NS, l netlink.Link, res *spec.Result) error {
 }
 
 func del(a *skel.CmdArgs) error {
-	c, err := load(a)
-	if err != nil {
+	// Decoded, not validated: DEL must succeed for a configuration ADD
+	// refused (the runtime sends one after the failed ADD and retries while
+	// it fails), and masquerade teardown copes with any backend value.
+	c := &Config{}
+	if err := a.DecodeConf(c); err != nil {
 		return err
 	}
-	if err := skel.DelegateVerb(a, spec.CmdDel, c.IPAM.Type); err != nil {
-		return err
+	if c.IPAM.Type != "" { // without ipam ADD allocated nothing
+		if err := skel.DelegateVerb(a, spec.CmdDel, c.IPAM.Type); err != nil {
+			return err
+		}
 	}
 	removed, err := link.DelContainerLink(a.Netns, a.IfName)
 	if err != nil {
