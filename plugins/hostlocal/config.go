@@ -105,6 +105,22 @@ func invalid(format string, a ...any) error {
 	return spec.Errorf(spec.ErrInvalidNetworkConfig, format, a...)
 }
 
+// dataDirOf is the network's directory, all DEL needs: DEL does not
+// validate the ranges, so that a configuration ADD refused (or one edited
+// since ADD) can still be deleted; a DEL that keeps failing blocks the
+// attachment's teardown. (The reference validates here and fails.)
+func dataDirOf(a *skel.CmdArgs) (string, error) {
+	var n netConf
+	if err := a.DecodeConf(&n); err != nil {
+		return "", err
+	}
+	dataDir := DefaultDataDir
+	if n.IPAM != nil && n.IPAM.DataDir != "" {
+		dataDir = n.IPAM.DataDir
+	}
+	return filepath.Join(dataDir, a.Conf.Name), nil
+}
+
 // loadConfig parses and validates the configuration and requested addresses.
 // Range sets are ordered as the reference orders them (runtimeConfig.ipRanges,
 // then the legacy single range, then ipam.ranges) because the set index names

@@ -194,11 +194,11 @@ func reserveNext(s *store, set rangeSet, idx int, o owner) (netip.Addr, *ipRange
 }
 
 func del(a *skel.CmdArgs) error {
-	c, err := loadConfig(a)
+	dir, err := dataDirOf(a)
 	if err != nil {
 		return err
 	}
-	s, err := openStore(c.Dir, false)
+	s, err := openStore(dir, false)
 	if err != nil || s == nil {
 		return err // no directory: nothing was ever allocated
 	}
