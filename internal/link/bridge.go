@@ -78,6 +78,24 @@ func (n *NS) EnsureBridge(o BridgeOpts) (*netlink.Bridge, error) {
 	return br, nil
 }
 
+// DelBridgeIfUnused deletes bridge br unless it has ports (a failed ADD
+// removes the bridge it created, never one another attachment uses).
+func (n *NS) DelBridgeIfUnused(br *netlink.Bridge) error {
+	links, err := retry(func() ([]netlink.Link, error) { return n.H.LinkList() })
+	if err != nil {
+		return fmt.Errorf("list links: %w", err)
+	}
+	for _, l := range links {
+		if l.Attrs().MasterIndex == br.Index {
+			return nil
+		}
+	}
+	if err := n.H.LinkDel(br); err != nil && !IsNotFound(err) {
+		return fmt.Errorf("delete bridge %q: %w", br.Name, err)
+	}
+	return nil
+}
+
 // randomMAC is a locally administered unicast address.
 func randomMAC() net.HardwareAddr {
 	m := make(net.HardwareAddr, 6)

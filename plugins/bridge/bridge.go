@@ -56,15 +56,6 @@ func add(a *skel.CmdArgs) (res *spec.Result, err error) {
 		return nil, err
 	}
 
-	br, err := host.EnsureBridge(link.BridgeOpts{Name: c.Bridge, MTU: c.MTU, Promisc: c.PromiscMode,
-		VlanFiltering: c.Vlan != 0 || c.VlanTrunk != nil})
-	if err != nil {
-		return nil, err
-	}
-	hostV, contV, err := host.AddVeth(cont, link.VethOpts{ContName: a.IfName, MTU: c.MTU, ContMAC: c.mac})
-	if err != nil {
-		return nil, err
-	}
 	// From here on a failure removes what this ADD made.
 	var cleanups []func()
 	defer func() {
@@ -74,6 +65,21 @@ func add(a *skel.CmdArgs) (res *spec.Result, err error) {
 			}
 		}
 	}()
+	_, lerr := host.LinkByName(c.Bridge)
+	br, err := host.EnsureBridge(link.BridgeOpts{Name: c.Bridge, MTU: c.MTU, Promisc: c.PromiscMode,
+		VlanFiltering: c.Vlan != 0 || c.VlanTrunk != nil})
+	if err != nil {
+		return nil, err
+	}
+	if link.IsNotFound(lerr) {
+		// Made by this ADD: removed again on failure, unless another
+		// attachment joined it meanwhile.
+		cleanups = append(cleanups, func() { host.DelBridgeIfUnused(br) })
+	}
+	hostV, contV, err := host.AddVeth(cont, link.VethOpts{ContName: a.IfName, MTU: c.MTU, ContMAC: c.mac})
+	if err != nil {
+		return nil, err
+	}
 	cleanups = append(cleanups, func() { cont.H.LinkDel(contV) })
 
 	if err = host.AttachPort(br, hostV, link.PortOpts{Hairpin: c.HairpinMode, Isolated: c.PortIsolation,

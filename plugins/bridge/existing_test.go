@@ -49,3 +49,25 @@ func TestIfnameTakenCreatesNothing(t *testing.T) {
 		t.Errorf("the existing eth0 changed: %s", out)
 	}
 }
+
+// An ADD that fails after the bridge was made (here IPAM refuses its
+// config) removes the bridge it created, and only that: a bridge that was
+// there before stays.
+func TestFailedAddRemovesTheBridgeItCreated(t *testing.T) {
+	h := newHarness(t)
+	_, contPath := h.container()
+	conf := h.conf("1.1.0", map[string]any{"isGateway": true}, "10.38.0.0/33")
+	if out, code := h.run("ADD", conf, "fail1", contPath, "eth0"); code == 0 {
+		t.Fatalf("ADD with subnet /33 succeeded: %s", out)
+	}
+	if out := in(t, h.host, "ip", "-o", "link"); strings.Contains(out, "pbbr0") || strings.Contains(out, "veth") {
+		t.Errorf("host links after the failed ADD: %s", out)
+	}
+	in(t, h.host, "ip", "link", "add", "pbbr0", "type", "bridge")
+	if out, code := h.run("ADD", conf, "fail2", contPath, "eth0"); code == 0 {
+		t.Fatalf("ADD with subnet /33 succeeded: %s", out)
+	}
+	if out := in(t, h.host, "ip", "-o", "link"); !strings.Contains(out, "pbbr0") || strings.Contains(out, "veth") {
+		t.Errorf("host links after the failed ADD on an existing bridge: %s", out)
+	}
+}
