@@ -7,18 +7,19 @@
 // (6.6 ms of package init: scheme registration of every API group), client-go
 // rest + clientcmd ~4 ms, and net/http + sigs.k8s.io/yaml ~1.8 ms. multinet
 // runs once per pod per verb, so start-up is on every pod's critical path and
-// the 3 ms overhead budget rules the heavier clients out.
+// the 3 ms overhead budget rules the heavier clients out. For the same
+// reason the kubeconfig is read by a small YAML subset parser (yaml.go), not
+// a YAML library.
 package kube
 
 import (
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
-
-	"sigs.k8s.io/yaml"
 )
 
 // Config is what a client needs: the server and credentials.
@@ -76,8 +77,8 @@ func LoadKubeconfig(path string) (*Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig: %w", err)
 	}
-	var kc kubeconfig
-	if err := yaml.Unmarshal(data, &kc); err != nil {
+	kc, err := decodeKubeconfig(data)
+	if err != nil {
 		return nil, fmt.Errorf("kubeconfig %s: %w", path, err)
 	}
 	ctxName := kc.CurrentContext
@@ -126,6 +127,24 @@ func LoadKubeconfig(path string) (*Config, error) {
 		}
 	}
 	return cfg, nil
+}
+
+// decodeKubeconfig reads the kubeconfig's YAML (parseYAML) into the struct
+// through JSON, as sigs.k8s.io/yaml does.
+func decodeKubeconfig(data []byte) (*kubeconfig, error) {
+	tree, err := parseYAML(data)
+	if err != nil {
+		return nil, err
+	}
+	j, err := json.Marshal(tree)
+	if err != nil {
+		return nil, err
+	}
+	var kc kubeconfig
+	if err := json.Unmarshal(j, &kc); err != nil {
+		return nil, err
+	}
+	return &kc, nil
 }
 
 func dataOrFile(b64, file string) ([]byte, error) {
