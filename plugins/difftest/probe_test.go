@@ -3,6 +3,7 @@ package difftest
 import (
 	"fmt"
 	"os/exec"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -152,5 +153,89 @@ func TestTuningSysctlDecisions(t *testing.T) {
 		} else if errs[0] != nil && !strings.Contains(errs[0].Error(), k.key) {
 			t.Errorf("sysctl %s: our error does not name the key: %v", k.key, errs[0])
 		}
+	}
+}
+
+// Bad input: both implementations refuse it; ours with a message naming the
+// field, and without changing anything (the reference's codes are mostly
+// 999, ours the specific ones: logged, not compared).
+func TestBadInput(t *testing.T) {
+	hl := func(ipam string) string {
+		return `{"cniVersion":"1.0.0","name":"bad","plugins":[{"type":"bridge","bridge":"brbad","ipam":{"type":"host-local","dataDir":"{{DIR}}/ipam",` + ipam + `}}]}`
+	}
+	br := func(extra string) string {
+		return `{"cniVersion":"1.0.0","name":"bad","plugins":[{"type":"bridge","bridge":"brbad"` + extra + `,"ipam":{"type":"host-local","dataDir":"{{DIR}}/ipam","subnet":"10.30.0.0/24"}}]}`
+	}
+	cases := []struct {
+		name, conf, field string
+		caps              map[string]any
+	}{
+		// The reference takes a negative mtu as the default; we refuse it
+		// (documented in bridge's README).
+		{"bridge-mtu", br(`,"mtu":-5`), "mtu", nil},
+		{"bridge-name-too-long", `{"cniVersion":"1.0.0","name":"bad","plugins":[{"type":"bridge","bridge":"averyveryverylongname"}]}`, "bridge", nil},
+		{"bridge-vlan", br(`,"vlan":5000`), "vlan", nil},
+		{"bridge-hairpin-promisc", br(`,"hairpinMode":true,"promiscMode":true`), "hairpinMode", nil},
+		{"bridge-mac", br(`,"args":{"cni":{"mac":"zz:zz"}}`), "zz:zz", nil},
+		{"bridge-masq-backend", br(`,"ipMasq":true,"ipMasqBackend":"pf"`), "ipMasqBackend", nil},
+		{"hostlocal-subnet", hl(`"subnet":"10.0.0.0/33"`), "10.0.0.0/33", nil},
+		{"hostlocal-rangestart", hl(`"ranges":[[{"subnet":"10.31.0.0/24","rangeStart":"10.32.0.5"}]]`), "rangeStart", nil},
+		{"hostlocal-no-range", hl(`"routes":[]`), "subnet", nil},
+		{"hostlocal-route", hl(`"subnet":"10.33.0.0/24","routes":[{"dst":"1.2.3.4/99"}]`), "1.2.3.4/99", nil},
+		{"ptp-no-ipam", `{"cniVersion":"1.0.0","name":"bad","plugins":[{"type":"ptp"}]}`, "ipam", nil},
+		{"static-address", `{"cniVersion":"1.0.0","name":"bad","plugins":[{"type":"bridge","bridge":"brbad","ipam":{"type":"static","addresses":[{"address":"10.34.0.1"}]}}]}`, "10.34.0.1", nil},
+		{"portmap-hostport", `{"cniVersion":"1.0.0","name":"bad","plugins":[{"type":"bridge","bridge":"brbad","ipam":{"type":"host-local","dataDir":"{{DIR}}/ipam","subnet":"10.35.0.0/24"}},
+		  {"type":"portmap","capabilities":{"portMappings":true}}]}`, "70000",
+			map[string]any{"portMappings": []any{map[string]any{"hostPort": 70000, "containerPort": 80, "protocol": "tcp"}}}},
+		{"tuning-mtu", `{"cniVersion":"1.0.0","name":"bad","plugins":[{"type":"loopback"},{"type":"tuning","mtu":-1}]}`, "mtu", nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			ss := sides(t)
+			ifname := "eth0"
+			if strings.Contains(c.conf, "loopback") {
+				ifname = "lo"
+			}
+			a := att{id: "bad1", ifname: ifname, cont: "c1", caps: c.caps}
+			ss[0].container(t, "c1")
+			before := ss[0].world(t)
+			var errs [2]error
+			for i, s := range ss {
+				_, errs[i] = s.add(t, s.list(t, c.conf), a)
+			}
+			t.Logf("ours %s: %v | ref %s: %v", errCode(errs[0]), errs[0], errCode(errs[1]), errs[1])
+			if errs[0] == nil || (errs[1] == nil && c.name != "bridge-mtu") {
+				t.Fatalf("want both to refuse: ours %v, ref %v", errs[0], errs[1])
+			}
+			if !strings.Contains(errs[0].Error(), c.field) {
+				t.Errorf("our error does not name %q: %v", c.field, errs[0])
+			}
+			if code := errCode(errs[0]); code == "code 999" {
+				t.Errorf("bad input gets the generic code 999: %v", errs[0])
+			}
+			keep := regexp.MustCompile(`^file: \S+/(lock|last_reserved_ip\.\d+) =`)
+			if !strings.Contains(c.conf, "portmap") {
+				// A chain's earlier plugins keep their pieces until the
+				// runtime's DEL (checked below); a single plugin leaves
+				// nothing.
+				ss[0].settle(t)
+				diffWorlds(t, "our refused ADD (ours: after, ref: before)", ss[0].world(t), before, keep)
+			}
+			// The runtime sends DEL after a failed ADD: it must succeed
+			// (a DEL that keeps failing blocks the pod's teardown).
+			var dels [2]error
+			for i, s := range ss {
+				dels[i] = s.verb(t, "DEL", s.list(t, c.conf), a)
+			}
+			if dels[0] != nil {
+				t.Errorf("DEL after the refused ADD: ours %v; ref %v", dels[0], dels[1])
+			}
+			// DEL leaves the (shared) bridge, and loopback's DEL sets lo
+			// down, in both implementations.
+			ss[0].settle(t)
+			diffWorlds(t, "our refused ADD + DEL (ours: after, ref: before)", ss[0].world(t), before,
+				regexp.MustCompile(keep.String()+`|brbad|dev=lo |ifname=lo `))
+		})
 	}
 }
