@@ -32,6 +32,7 @@ func Plugin() skel.Plugin {
 		Add:    add,
 		Del:    del,
 		Check:  check,
+		GC:     gc,
 		Status: status,
 		About:  "patchbay ptp plugin: a routed veth pair per container",
 	}
@@ -256,6 +257,22 @@ func check(a *skel.CmdArgs) error {
 	}
 	if err := cont.CheckRoutes(prev.Routes); err != nil {
 		return spec.Errorf(spec.ErrInternal, "ptp CHECK: %v", err)
+	}
+	return nil
+}
+
+// gc passes GC on to IPAM and removes the masquerade rules of attachments
+// not in the valid list (as bridge does).
+func gc(a *skel.CmdArgs) error {
+	c, err := load(a)
+	if err != nil {
+		return err
+	}
+	if err := skel.DelegateVerb(a, spec.CmdGC, c.IPAM.Type); err != nil {
+		return err
+	}
+	if c.IPMasq {
+		return masq.GC(c.Name, c.Attachments())
 	}
 	return nil
 }
