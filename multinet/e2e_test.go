@@ -384,6 +384,20 @@ func TestAsyncNetworkStatus(t *testing.T) {
 	e.mustDel(p)
 }
 
+// asyncNetworkStatus and a DEL right after ADD: the detached writer's
+// status (delayed here past the DEL) is not written for the deleted
+// sandbox.
+func TestAsyncNetworkStatusAfterDel(t *testing.T) {
+	e := newEnv(t)
+	e.opts["asyncNetworkStatus"] = true
+	e.proxy.slowStatusWrite.Store(int64(400 * time.Millisecond))
+	p := e.pod("p1", nil)
+	e.mustAdd(p)
+	e.mustDel(p)
+	time.Sleep(1500 * time.Millisecond)
+	e.noStatus(p)
+}
+
 // §7.3: operations on one container are serialized (ADD and DEL racing end
 // clean after a final DEL); different containers proceed in parallel.
 func TestConcurrentOperations(t *testing.T) {

@@ -394,6 +394,9 @@ type countingProxy struct {
 	addr string
 	mu   sync.Mutex
 	reqs []string
+	// slowStatusWrite delays merge patches (the status writes) by that many
+	// nanoseconds, to order them after a later request.
+	slowStatusWrite atomic.Int64
 }
 
 func startCountingProxy(t testing.TB, c *kubetest.Cluster, hostPath string) *countingProxy {
@@ -410,6 +413,9 @@ func startCountingProxy(t testing.TB, c *kubetest.Cluster, hostPath string) *cou
 		cp.mu.Lock()
 		cp.reqs = append(cp.reqs, r.Method+" "+r.URL.Path)
 		cp.mu.Unlock()
+		if d := cp.slowStatusWrite.Load(); d > 0 && r.Header.Get("Content-Type") == "application/merge-patch+json" {
+			time.Sleep(time.Duration(d))
+		}
 		rp.ServeHTTP(w, r)
 	})}
 	go srv.Serve(ln)

@@ -554,7 +554,7 @@ func (inv *invocation) writeStatus(ctx context.Context, pod *kube.Pod, plan *Pla
 			return nil // not started; logged
 		}
 		err := w.send(&statusJob{Config: inv.args.StdinData, Namespace: pod.Metadata.Namespace,
-			Name: pod.Metadata.Name, UID: pod.Metadata.UID, Value: value})
+			Name: pod.Metadata.Name, UID: pod.Metadata.UID, Value: value, ContainerID: plan.ContainerID})
 		if err != nil {
 			inv.log.Error("cannot hand the network status to its writer", "pod", inv.pod.ref(), "error", err)
 		}

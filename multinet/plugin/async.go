@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"syscall"
+	"time"
 )
 
 // statusJob is what the detached status writer receives on stdin.
@@ -17,6 +18,8 @@ type statusJob struct {
 	Name      string          `json:"name"`
 	UID       string          `json:"uid"`
 	Value     string          `json:"value"`
+	// ContainerID is the sandbox whose ADD produced Value.
+	ContainerID string `json:"containerID,omitempty"`
 }
 
 // statusWriter is a started "multinet write-status" process (its own
@@ -92,6 +95,25 @@ func WriteStatusMain(stdin io.Reader) int {
 	log, done := newLogger(cfg, io.Discard)
 	defer done()
 	inv := &invocation{cfg: cfg, log: log}
+	// Under the container's lock (so after ADD returned), and only while
+	// the container's plan exists: a DEL that came first has removed it,
+	// and one that comes later waits for this write and then removes the
+	// status again (clearStatus). Without this a DEL right after ADD could
+	// be followed by the write, leaving a status for a deleted sandbox.
+	if job.ContainerID != "" {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		lock, err := lockContainer(ctx, cfg.CNIDir, job.ContainerID)
+		cancel()
+		if err != nil {
+			log.Error("network status not written", "pod", job.Namespace+"/"+job.Name, "error", err)
+			return 1
+		}
+		defer lock.unlock(false)
+		if plan, err := readPlan(cfg.CNIDir, job.ContainerID); err != nil || plan == nil {
+			log.Debug("network status not written: the container was deleted meanwhile", "pod", job.Namespace+"/"+job.Name, "container", job.ContainerID)
+			return 0
+		}
+	}
 	client, err := inv.kube()
 	if err == nil {
 		err = client.SetNetworkStatus(context.Background(), job.Namespace, job.Name, job.UID, job.Value, statusWriteAttempts)
