@@ -114,9 +114,12 @@ func WriteStatusMain(stdin io.Reader) int {
 			return 0
 		}
 	}
+	// Bounded as a whole (retries included): a DEL may be waiting for the lock.
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.apiTimeout())
+	defer cancel()
 	client, err := inv.kube()
 	if err == nil {
-		err = client.SetNetworkStatus(context.Background(), job.Namespace, job.Name, job.UID, job.Value, statusWriteAttempts)
+		err = client.SetNetworkStatus(ctx, job.Namespace, job.Name, job.UID, job.Value, statusWriteAttempts)
 	}
 	if err != nil {
 		log.Error("network status not written", "pod", fmt.Sprintf("%s/%s", job.Namespace, job.Name), "error", err)
