@@ -219,6 +219,23 @@ func (c *CNI) GetCachedConfig(network string, rt *RuntimeConf) (*spec.ConfList, 
 	return l, nil
 }
 
+// UpdateCachedResult replaces the result of an attachment's cache entry,
+// keeping what ADD recorded with it (config, netns, args, capability args).
+// It is for a delegating plugin that changes an attachment after its chain
+// ran (multinet moving the default route), so CHECK and DEL see the change.
+// The entry must exist.
+func (c *CNI) UpdateCachedResult(list *spec.ConfList, rt *RuntimeConf, result *spec.Result) error {
+	a, err := c.lookup(list.Name, rt.ContainerID, rt.IfName)
+	if err != nil {
+		return err
+	}
+	if a == nil {
+		return spec.Errorf(spec.ErrUnknownContainer, "network %q: no cached attachment for container %q interface %q", list.Name, rt.ContainerID, rt.IfName)
+	}
+	return c.writeEntry(list, &RuntimeConf{ContainerID: a.ContainerID, NetNS: a.NetNS, IfName: a.IfName,
+		Args: a.CNIArgs, CapabilityArgs: a.CapabilityArgs}, result)
+}
+
 // GetCachedResult returns the final ADD result cached for the attachment, in
 // the list's version; nil, nil when nothing is cached; a *CacheError when the
 // cache file is corrupt.

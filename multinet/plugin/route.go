@@ -1,17 +1,13 @@
 package plugin
 
 import (
-	"encoding/json"
 	"fmt"
 	"net"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"slices"
 
 	"github.com/vishvananda/netlink"
 
-	"github.com/patchbay-cni/patchbay/internal/atomicfile"
 	"github.com/patchbay-cni/patchbay/internal/netns"
 	"github.com/patchbay-cni/patchbay/spec"
 )
@@ -119,28 +115,12 @@ func (inv *invocation) routeResults(plan *Plan, results []*spec.Result) {
 	}
 }
 
-// rewriteCachedResult replaces the "result" of the attachment's entry in
-// the delegates' result cache (libcni's format, <cniDir>/results/
-// <network>-<containerID>-<ifName>), keeping every other field.
+// rewriteCachedResult replaces the result of the attachment's entry in the
+// delegates' result cache, keeping everything else ADD recorded.
 func (inv *invocation) rewriteCachedResult(att *Attachment, r *spec.Result) error {
 	list, err := att.List()
 	if err != nil {
 		return err
 	}
-	file := filepath.Join(inv.cfg.CNIDir, "results", list.Name+"-"+inv.args.ContainerID+"-"+att.IfName)
-	data, err := os.ReadFile(file)
-	if err != nil {
-		return err
-	}
-	var entry map[string]json.RawMessage
-	if err := json.Unmarshal(data, &entry); err != nil {
-		return err
-	}
-	if entry["result"], err = r.Encode(list.Version()); err != nil {
-		return err
-	}
-	if data, err = json.Marshal(entry); err != nil {
-		return err
-	}
-	return atomicfile.Write(file, data, 0o600, false)
+	return inv.cni.UpdateCachedResult(list, inv.rt(att), r)
 }
