@@ -9,6 +9,7 @@ import (
 
 	"github.com/patchbay-cni/patchbay/internal/invoke"
 	"github.com/patchbay-cni/patchbay/internal/netns"
+	pbrt "github.com/patchbay-cni/patchbay/runtime"
 	"github.com/patchbay-cni/patchbay/spec"
 )
 
@@ -36,17 +37,6 @@ func stepEnv(verb, cniPath string, rt map[string]string) []string {
 	return env
 }
 
-// capsFor keeps the capability args the plugin declares true, as a
-// runtime must (CONVENTIONS: runtimeConfig).
-func capsFor(p *spec.PluginConf, capArgs map[string]any) map[string]any {
-	rc := map[string]any{}
-	for name, on := range p.Network.Capabilities {
-		if v, ok := capArgs[name]; ok && on {
-			rc[name] = v
-		}
-	}
-	return rc
-}
 
 // stepped returns a custom run for s that times each plugin of s.list.
 func stepped(s *subject, st *stepTimes) func(ctx context.Context, i int, ctrPath string) (time.Duration, time.Duration, error) {
@@ -62,7 +52,7 @@ func stepped(s *subject, st *stepTimes) func(ctx context.Context, i int, ctrPath
 			if err != nil {
 				return nil, 0, err
 			}
-			req, err := spec.BuildRequest(p, l.Name, l.Version(), prev, capsFor(p, caps), nil)
+			req, err := spec.BuildRequest(p, l.Name, l.Version(), prev, pbrt.RuntimeConfigFor(p, caps), nil)
 			if err != nil {
 				return nil, 0, err
 			}

@@ -1,16 +1,12 @@
 package interop
 
 import (
-	"bufio"
-	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/patchbay-cni/patchbay/internal/netns"
+	"github.com/patchbay-cni/patchbay/internal/probe"
 	"github.com/patchbay-cni/patchbay/internal/seed"
 	"github.com/patchbay-cni/patchbay/internal/testutil"
 	"github.com/patchbay-cni/patchbay/spec"
@@ -69,9 +65,12 @@ func TestCnitoolSeedChain(t *testing.T) {
 	}
 
 	// Traffic through the port mapping: host netns -> gateway:8080 -> container:80.
-	stop := listen(t, ctrPath, "hello from the container")
-	if got := dial(t, hostPath, "10.1.0.1:8080"); got != "hello from the container" {
-		t.Errorf("through the port mapping: got %q", got)
+	stop, err := probe.Serve(ctrPath, ":80", "hello from the container")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := probe.Greeting(hostPath, "10.1.0.1:8080"); err != nil || got != "hello from the container" {
+		t.Errorf("through the port mapping: got %q, %v", got, err)
 	}
 	stop()
 
@@ -106,48 +105,4 @@ func TestCnitoolSeedChain(t *testing.T) {
 	if out, err := cnitoolEnv(t, hostNS, confDir, capArgs, "del", seed.NetworkName, ctrPath); err != nil {
 		t.Fatalf("second cnitool del: %v\n%s", err, out)
 	}
-}
-
-// listen answers each TCP connection on :80 inside the namespace with msg.
-func listen(t *testing.T, nsPath, msg string) func() {
-	t.Helper()
-	var ln net.Listener
-	if err := netns.Do(nsPath, func() error {
-		var err error
-		ln, err = net.Listen("tcp", ":80")
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			io.WriteString(c, msg+"\n")
-			c.Close()
-		}
-	}()
-	return func() { ln.Close() }
-}
-
-// dial connects from inside the namespace and returns the first line.
-func dial(t *testing.T, nsPath, addr string) string {
-	t.Helper()
-	var line string
-	err := netns.Do(nsPath, func() error {
-		c, err := net.DialTimeout("tcp", addr, 3*time.Second)
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		c.SetDeadline(time.Now().Add(3 * time.Second))
-		line, err = bufio.NewReader(c).ReadString('\n')
-		return err
-	})
-	if err != nil {
-		t.Errorf("connect from %s to %s: %v", nsPath, addr, err)
-	}
-	return strings.TrimSpace(line)
 }

@@ -111,8 +111,9 @@ func checkList(list *spec.ConfList) error {
 	return nil
 }
 
-// runtimeConfig keeps the capability args the plugin declares true.
-func runtimeConfig(p *spec.PluginConf, capArgs map[string]any) map[string]any {
+// RuntimeConfigFor keeps the capability args the plugin declares true: the
+// runtimeConfig a runtime must pass it (spec §3 "Deriving runtimeConfig").
+func RuntimeConfigFor(p *spec.PluginConf, capArgs map[string]any) map[string]any {
 	rc := map[string]any{}
 	for name, on := range p.Network.Capabilities {
 		if v, ok := capArgs[name]; ok && on {
@@ -159,7 +160,7 @@ func (c *CNI) run(ctx context.Context, list *spec.ConfList, p *spec.PluginConf, 
 	}
 	var rc map[string]any
 	if rt != nil {
-		rc = runtimeConfig(p, rt.CapabilityArgs)
+		rc = RuntimeConfigFor(p, rt.CapabilityArgs)
 	}
 	req, err := spec.BuildRequest(p, list.Name, list.Version(), prev, rc, extra)
 	if err != nil {

@@ -6,20 +6,16 @@
 package main
 
 import (
-	"bufio"
 	"crypto/rand"
 	"encoding/hex"
 	"flag"
 	"fmt"
-	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"time"
 
-	"github.com/patchbay-cni/patchbay/internal/netns"
+	"github.com/patchbay-cni/patchbay/internal/probe"
 	"github.com/patchbay-cni/patchbay/internal/seed"
 	"github.com/patchbay-cni/patchbay/spec"
 )
@@ -153,7 +149,7 @@ func (d *demo) run() int {
 
 	d.step("container-to-container traffic: %s -> %s:80", ips[0].ns, ips[1].ip)
 	for _, a := range ips {
-		stop, err := serve(a.ns, "hello from "+a.ns)
+		stop, err := probe.Serve("/run/netns/"+a.ns, ":80", "hello from "+a.ns)
 		if err != nil {
 			return d.fail("listen in %s: %v", a.ns, err)
 		}
@@ -205,48 +201,13 @@ func (d *demo) cli(verb, ctr, capArgs string) (string, error) {
 	return d.sh(env, append(args, seed.NetworkName, "/run/netns/"+ctr)...)
 }
 
-// serve answers every TCP connection on port 80 in the namespace with msg.
-func serve(ns, msg string) (func(), error) {
-	var ln net.Listener
-	err := netns.Do("/run/netns/"+ns, func() error {
-		var err error
-		ln, err = net.Listen("tcp", ":80")
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			io.WriteString(c, msg+"\n")
-			c.Close()
-		}
-	}()
-	return func() { ln.Close() }, nil
-}
-
 // expect connects from inside ns to addr and checks the greeting.
 func (d *demo) expect(ns, addr, want string) error {
 	fmt.Printf("$ ip netns exec %s <connect to %s>\n", ns, addr)
-	var got string
-	err := netns.Do("/run/netns/"+ns, func() error {
-		c, err := net.DialTimeout("tcp", addr, 3*time.Second)
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		c.SetDeadline(time.Now().Add(3 * time.Second))
-		got, err = bufio.NewReader(c).ReadString('\n')
-		return err
-	})
+	got, err := probe.Greeting("/run/netns/"+ns, addr)
 	if err != nil {
-		return fmt.Errorf("connect from %s to %s: %w", ns, addr, err)
+		return err
 	}
-	got = strings.TrimSpace(got)
 	fmt.Printf("-> %q\n", got)
 	if got != want {
 		return fmt.Errorf("from %s to %s: got %q, want %q", ns, addr, got, want)
