@@ -37,7 +37,6 @@ func stepEnv(verb, cniPath string, rt map[string]string) []string {
 	return env
 }
 
-
 // stepped returns a custom run for s that times each plugin of s.list.
 func stepped(s *subject, st *stepTimes) func(ctx context.Context, i int, ctrPath string) (time.Duration, time.Duration, error) {
 	n := len(s.list.Plugins)
