@@ -25,7 +25,6 @@ type refEnv struct {
 	dataDir, cacheDir string
 	cni               *CNI
 	subnetOctet       int
-	confDir           string
 }
 
 func newRefEnv(t *testing.T, octet int) *refEnv {
