@@ -83,7 +83,11 @@ func TestCnitoolSeedChain(t *testing.T) {
 
 	// Nothing left behind: only lo and the bridge on the host, no eth0 in
 	// the container, no allocation, no rule naming the container's address.
-	links, _ := testutil.InNS(t, hostNS, "ip", "-o", "link", "show")
+	// Listing errors fail the test: an empty listing would pass vacuously.
+	links, err := testutil.InNS(t, hostNS, "ip", "-o", "link", "show")
+	if err != nil {
+		t.Fatalf("host links: %v: %s", err, links)
+	}
 	for _, l := range strings.Split(links, "\n") {
 		if strings.Contains(l, "veth") {
 			t.Errorf("veth left on the host: %s", l)
@@ -98,7 +102,10 @@ func TestCnitoolSeedChain(t *testing.T) {
 			t.Errorf("host-local allocation left: %s", e.Name())
 		}
 	}
-	rules, _ := testutil.InNS(t, hostNS, "nft", "list", "ruleset")
+	rules, err := testutil.InNS(t, hostNS, "nft", "list", "ruleset")
+	if err != nil {
+		t.Fatalf("host ruleset: %v: %s", err, rules)
+	}
 	if strings.Contains(rules, ip.Address.Addr().String()) || strings.Contains(rules, "dnat") {
 		t.Errorf("nftables rules left after DEL:\n%s", rules)
 	}
