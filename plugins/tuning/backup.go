@@ -28,10 +28,6 @@ type saved struct {
 	SysCtl map[string]string `json:"sysctl,omitempty"`
 }
 
-func (s *saved) empty() bool {
-	return s.Mac == "" && s.Promisc == nil && s.MTU == 0 && s.Allmulti == nil && s.TxQLen == nil && len(s.SysCtl) == 0
-}
-
 func backupPath(dataDir, containerID, ifName string) string {
 	return filepath.Join(dataDir, containerID+"_"+ifName+".json")
 }
