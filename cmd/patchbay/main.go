@@ -258,15 +258,14 @@ func cmdNetwork(ctx context.Context, cmd string, args []string, stdout, stderr i
 // gc keeps every cached attachment of the network except those of rt's
 // container (when a netns was given).
 func gc(ctx context.Context, c *pbrt.CNI, list *spec.ConfList, rt *pbrt.RuntimeConf) error {
-	cached, cacheErr := c.GetCachedAttachments(list.Name, "")
+	// Unreadable cache files are reported by GCNetworkList itself.
+	cached, _ := c.GetCachedAttachments(list.Name, "")
 	valid := []spec.Attachment{}
 	for _, a := range cached {
 		if rt == nil || a.ContainerID != rt.ContainerID {
 			valid = append(valid, spec.Attachment{ContainerID: a.ContainerID, IfName: a.IfName})
 		}
 	}
-	// Unreadable cache files are reported by GCNetworkList itself.
-	_ = cacheErr
 	return c.GCNetworkList(ctx, list, valid)
 }
 
