@@ -71,11 +71,8 @@ func add(a *skel.CmdArgs) (res *spec.Result, err error) {
 		return nil, err
 	}
 	defer host.Close()
-	cont, err := link.Open(a.Netns)
+	cont, err := openContainer(a.Netns)
 	if err != nil {
-		if link.IsNSGone(err) {
-			return nil, spec.Errorf(spec.ErrUnknownContainer, "network namespace %q does not exist", a.Netns)
-		}
 		return nil, err
 	}
 	defer cont.Close()
@@ -234,11 +231,8 @@ func check(a *skel.CmdArgs) error {
 	if idx < 0 {
 		return spec.Errorf(spec.ErrInternal, "ptp CHECK: prevResult has no interface %q in sandbox %q", a.IfName, a.Netns)
 	}
-	cont, err := link.Open(a.Netns)
+	cont, err := openContainer(a.Netns)
 	if err != nil {
-		if link.IsNSGone(err) {
-			return spec.Errorf(spec.ErrUnknownContainer, "network namespace %q does not exist", a.Netns)
-		}
 		return err
 	}
 	defer cont.Close()
@@ -283,4 +277,14 @@ func status(a *skel.CmdArgs) error {
 		return err
 	}
 	return skel.DelegateVerb(a, spec.CmdStatus, c.IPAM.Type)
+}
+
+// openContainer opens the container namespace; a missing one is code 3
+// (unknown container).
+func openContainer(path string) (*link.NS, error) {
+	cont, err := link.Open(path)
+	if link.IsNSGone(err) {
+		return nil, spec.Errorf(spec.ErrUnknownContainer, "network namespace %q does not exist", path)
+	}
+	return cont, err
 }
