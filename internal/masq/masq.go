@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"strings"
 
 	"github.com/patchbay-cni/patchbay/spec"
 )
@@ -100,12 +101,4 @@ func comment(k Key) string {
 	return c
 }
 
-func stripQuotes(s string) string {
-	out := make([]byte, 0, len(s))
-	for i := 0; i < len(s); i++ {
-		if s[i] != '"' {
-			out = append(out, s[i])
-		}
-	}
-	return string(out)
-}
+func stripQuotes(s string) string { return strings.ReplaceAll(s, `"`, "") }
