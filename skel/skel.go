@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime/debug"
+	"slices"
 	"strings"
 
 	"github.com/patchbay-cni/patchbay/spec"
@@ -176,7 +177,7 @@ func run(ctx context.Context, p Plugin, env Env, stdin io.Reader, stdout, stderr
 		return "", spec.Errorf(spec.ErrDecodingFailure, "network configuration on stdin is not a JSON object (null)")
 	}
 	version := spec.ConfigVersion(conf.CNIVersion)
-	if !contains(supported, version) {
+	if !slices.Contains(supported, version) {
 		return "", spec.Errorf(spec.ErrIncompatibleVersion, "cniVersion %q is not supported by plugin %s (supported: %s)", version, p.Type, strings.Join(supported, ", "))
 	}
 	if !spec.VerbSupported(version, cmd) {
@@ -315,13 +316,4 @@ func versionReply(data []byte, supported []string, stdout io.Writer) (string, er
 	b, _ := json.Marshal(spec.VersionResult{CNIVersion: v, SupportedVersions: supported})
 	_, err := stdout.Write(append(b, '\n'))
 	return v, err
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
