@@ -15,6 +15,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -131,12 +132,7 @@ func (c *CNI) env(verb string, rt *RuntimeConf) []string {
 	base := os.Environ()
 	env := make([]string, 0, len(base)+len(cniEnv))
 	for _, kv := range base {
-		k, _, _ := strings.Cut(kv, "=")
-		owned := false
-		for _, o := range cniEnv {
-			owned = owned || k == o
-		}
-		if !owned {
+		if k, _, _ := strings.Cut(kv, "="); !slices.Contains(cniEnv, k) {
 			env = append(env, kv)
 		}
 	}
