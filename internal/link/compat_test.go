@@ -2,11 +2,9 @@ package link
 
 import (
 	"net/netip"
-	"os/exec"
 	"strings"
 	"testing"
 
-	"github.com/patchbay-cni/patchbay/internal/netns"
 	"github.com/patchbay-cni/patchbay/internal/testutil"
 	"github.com/patchbay-cni/patchbay/spec"
 )
@@ -19,17 +17,7 @@ func TestVethLikeReference(t *testing.T) {
 	host, hostPath := testutil.NewNS(t, "lvh")
 	cont, contPath := testutil.NewNS(t, "lvc")
 	var hostName string
-	err := netns.Do(hostPath, func() error {
-		h, err := Current()
-		if err != nil {
-			return err
-		}
-		defer h.Close()
-		c, err := Open(contPath)
-		if err != nil {
-			return err
-		}
-		defer c.Close()
+	inHost(t, hostPath, contPath, func(h, c *NS) error {
 		hl, _, err := h.AddVeth(c, VethOpts{ContName: "eth0"})
 		if err != nil {
 			return err
@@ -37,15 +25,12 @@ func TestVethLikeReference(t *testing.T) {
 		hostName = hl.Attrs().Name
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	qlen := func(ns, dev string) string {
-		b, err := exec.Command("ip", "netns", "exec", ns, "cat", "/sys/class/net/"+dev+"/tx_queue_len").Output()
+		out, err := testutil.InNS(t, ns, "cat", "/sys/class/net/"+dev+"/tx_queue_len")
 		if err != nil {
-			t.Fatalf("tx_queue_len of %s: %v", dev, err)
+			t.Fatalf("tx_queue_len of %s: %v: %s", dev, err, out)
 		}
-		return strings.TrimSpace(string(b))
+		return out
 	}
 	if q := qlen(cont, "eth0"); q != "1000" {
 		t.Errorf("container eth0 tx_queue_len = %s, want 1000 (kernel default, as the reference)", q)
@@ -64,17 +49,7 @@ func TestVethLikeReference(t *testing.T) {
 func TestConfigureIfaceKeepsIPv6OverLinkFlap(t *testing.T) {
 	_, hostPath := testutil.NewNS(t, "lkh")
 	cont, contPath := testutil.NewNS(t, "lkc")
-	err := netns.Do(hostPath, func() error {
-		h, err := Current()
-		if err != nil {
-			return err
-		}
-		defer h.Close()
-		c, err := Open(contPath)
-		if err != nil {
-			return err
-		}
-		defer c.Close()
+	inHost(t, hostPath, contPath, func(h, c *NS) error {
 		_, cl, err := h.AddVeth(c, VethOpts{ContName: "eth0"})
 		if err != nil {
 			return err
@@ -82,9 +57,6 @@ func TestConfigureIfaceKeepsIPv6OverLinkFlap(t *testing.T) {
 		res := &spec.Result{IPs: []*spec.IPConfig{{Interface: spec.IntPtr(0), Address: netip.MustParsePrefix("fd00:73::2/64")}}}
 		return c.ConfigureIface(cl, res, 0, IfaceOpts{})
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, st := range []string{"down", "up"} {
 		if out, err := testutil.InNS(t, cont, "ip", "link", "set", "eth0", st); err != nil {
 			t.Fatalf("set eth0 %s: %v: %s", st, err, out)

@@ -15,18 +15,7 @@ import (
 func TestVethAddrRouteCheckDel(t *testing.T) {
 	host, hostPath := testutil.NewNS(t, "lkh")
 	_, contPath := testutil.NewNS(t, "lkc")
-	err := netns.Do(hostPath, func() error {
-		h, err := Current()
-		if err != nil {
-			return err
-		}
-		defer h.Close()
-		c, err := Open(contPath)
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-
+	inHost(t, hostPath, contPath, func(h, c *NS) error {
 		hl, cl, err := h.AddVeth(c, VethOpts{ContName: "eth0", MTU: 1450, ContMAC: "02:00:00:00:00:aa"})
 		if err != nil {
 			t.Fatalf("AddVeth: %v", err)
@@ -71,9 +60,6 @@ func TestVethAddrRouteCheckDel(t *testing.T) {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	// An error would leave out empty and the check vacuous.
 	if out, err := testutil.InNS(t, host, "ip", "-o", "link"); err != nil || strings.Contains(out, "veth") {
 		t.Errorf("host veth left (or links unreadable: %v): %s", err, out)
@@ -82,12 +68,7 @@ func TestVethAddrRouteCheckDel(t *testing.T) {
 
 func TestEnsureAddrRules(t *testing.T) {
 	_, hostPath := testutil.NewNS(t, "lka")
-	err := netns.Do(hostPath, func() error {
-		h, err := Current()
-		if err != nil {
-			return err
-		}
-		defer h.Close()
+	inHost(t, hostPath, "", func(h, _ *NS) error {
 		br, err := h.EnsureBridge(BridgeOpts{Name: "pbbrx"})
 		if err != nil {
 			return err
@@ -116,6 +97,27 @@ func TestEnsureAddrRules(t *testing.T) {
 			t.Error("overlapping v6 address accepted without forceAddress")
 		}
 		return nil
+	})
+}
+
+// inHost runs f inside the netns at hostPath with a handle on it and, when
+// contPath is set, one on the container netns; an error fails the test.
+func inHost(t *testing.T, hostPath, contPath string, f func(h, c *NS) error) {
+	t.Helper()
+	err := netns.Do(hostPath, func() error {
+		h, err := Current()
+		if err != nil {
+			return err
+		}
+		defer h.Close()
+		var c *NS
+		if contPath != "" {
+			if c, err = Open(contPath); err != nil {
+				return err
+			}
+			defer c.Close()
+		}
+		return f(h, c)
 	})
 	if err != nil {
 		t.Fatal(err)
