@@ -35,9 +35,9 @@ func cmdAdd(a *skel.CmdArgs) (*spec.Result, error) {
 	if err := inv.waitReady(ctx); err != nil {
 		return nil, err
 	}
-	lock, err := lockContainer(ctx, inv.cfg.CNIDir, a.ContainerID)
+	lock, err := inv.lockContainer(ctx)
 	if err != nil {
-		return nil, spec.Errorf(spec.ErrIOFailure, "multinet: %v", err)
+		return nil, err
 	}
 	defer lock.unlock(false)
 	return inv.add(ctx)

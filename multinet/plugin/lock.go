@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"syscall"
 	"time"
+
+	"github.com/patchbay-cni/patchbay/spec"
 )
 
 // containerLock serializes operations on one container across processes
@@ -61,4 +63,14 @@ func (l *containerLock) unlock(remove bool) {
 		os.Remove(l.path)
 	}
 	l.f.Close()
+}
+
+// lockContainer takes the lock of the invocation's container for ADD, DEL
+// and CHECK; failing to get it is an I/O failure (code 74).
+func (inv *invocation) lockContainer(ctx context.Context) (*containerLock, error) {
+	l, err := lockContainer(ctx, inv.cfg.CNIDir, inv.args.ContainerID)
+	if err != nil {
+		return nil, spec.Errorf(spec.ErrIOFailure, "multinet: %v", err)
+	}
+	return l, nil
 }

@@ -25,9 +25,9 @@ func cmdDel(a *skel.CmdArgs) error {
 	}
 	defer done()
 	ctx := inv.ctx()
-	lock, err := lockContainer(ctx, inv.cfg.CNIDir, a.ContainerID)
+	lock, err := inv.lockContainer(ctx)
 	if err != nil {
-		return spec.Errorf(spec.ErrIOFailure, "multinet: %v", err)
+		return err
 	}
 	plan, perr := readPlan(inv.cfg.CNIDir, a.ContainerID)
 	if perr != nil || plan == nil {
@@ -190,9 +190,9 @@ func cmdCheck(a *skel.CmdArgs) error {
 	}
 	defer done()
 	ctx := inv.ctx()
-	lock, err := lockContainer(ctx, inv.cfg.CNIDir, a.ContainerID)
+	lock, err := inv.lockContainer(ctx)
 	if err != nil {
-		return spec.Errorf(spec.ErrIOFailure, "multinet: %v", err)
+		return err
 	}
 	defer lock.unlock(false)
 	plan, err := readPlan(inv.cfg.CNIDir, a.ContainerID)
@@ -333,7 +333,7 @@ func cmdStatus(a *skel.CmdArgs) error {
 	defer done()
 	ctx := inv.ctx()
 	if f := inv.cfg.ReadinessIndicatorFile; f != "" {
-		if _, err := statFile(f); err != nil {
+		if _, err := os.Stat(f); err != nil {
 			return spec.Errorf(spec.ErrPluginNotAvailable, "multinet: the cluster network is not ready: readiness indicator file %s: %v", f, err)
 		}
 	}
@@ -368,5 +368,3 @@ func cmdStatus(a *skel.CmdArgs) error {
 	}
 	return nil
 }
-
-func statFile(f string) (os.FileInfo, error) { return os.Stat(f) }
