@@ -44,9 +44,7 @@ func TestClusterNetworkNADAndDefaultNetworks(t *testing.T) {
 		t.Errorf("API calls = %q, want 5", calls)
 	}
 	e.mustDel(p)
-	if l := e.links(p); len(l) != 0 || len(e.leases()) != 0 {
-		t.Errorf("left: interfaces %v, leases %v", l, e.leases())
-	}
+	e.nothingLeft(p, "left")
 
 	// The pod's own default network replaces the configured one.
 	p2 := e.pod("p2", map[string]string{api.DefaultNetworkAnnotation: "alt"})

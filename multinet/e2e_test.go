@@ -195,9 +195,7 @@ func TestNamespaceIsolation(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "namespace isolation") {
 		t.Fatalf("ADD = %v, want a namespace isolation error", err)
 	}
-	if l := e.links(p); len(l) != 0 || len(e.leases()) != 0 {
-		t.Errorf("denied ADD left interfaces %v / leases %v", l, e.leases())
-	}
+	e.nothingLeft(p, "left after the denied ADD")
 	e.mustDel(p)
 	e.opts["globalNamespaces"] = "x," + other
 	e.mustAdd(p)
@@ -277,9 +275,7 @@ func TestDelAfterPodAndNADDeleted(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.mustDel(p)
-	if l := e.links(p); len(l) != 0 || len(e.leases()) != 0 {
-		t.Errorf("left after DEL: interfaces %v, leases %v", l, e.leases())
-	}
+	e.nothingLeft(p, "left after DEL")
 }
 
 // A truncated cache file never wedges DEL: it succeeds and still removes
@@ -298,9 +294,7 @@ func TestCorruptCacheDel(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.mustDel(p)
-	if l := e.links(p); len(l) != 0 || len(e.leases()) != 0 {
-		t.Errorf("left after DEL with a corrupt cache: interfaces %v, leases %v", l, e.leases())
-	}
+	e.nothingLeft(p, "left after DEL with a corrupt cache")
 	if !strings.Contains(e.log(), "cache is unusable") {
 		t.Errorf("corrupt cache not logged:\n%s", e.log())
 	}
@@ -354,9 +348,7 @@ func TestCheckGCStatus(t *testing.T) {
 	if err := e.inHost(func() error { return gc.GCNetworkList(t.Context(), e.conf(), []spec.Attachment{}) }); err != nil {
 		t.Errorf("GC: %v", err)
 	}
-	if l := e.links(p); len(l) != 0 || len(e.leases()) != 0 {
-		t.Errorf("left after GC: interfaces %v, leases %v", l, e.leases())
-	}
+	e.nothingLeft(p, "left after GC")
 }
 
 // asyncNetworkStatus: the annotation is written by a detached process

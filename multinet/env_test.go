@@ -359,6 +359,15 @@ func (e *env) links(p *pod) []string {
 	return names
 }
 
+// nothingLeft fails the test when the pod's netns still has interfaces
+// or host-local still holds addresses; when says after what.
+func (e *env) nothingLeft(p *pod, when string) {
+	e.t.Helper()
+	if l, ls := e.links(p), e.leases(); len(l) != 0 || len(ls) != 0 {
+		e.t.Errorf("%s: interfaces %v, leases %v", when, l, ls)
+	}
+}
+
 // leases lists the addresses host-local still holds in ipamDir.
 func (e *env) leases() []string {
 	var out []string

@@ -60,9 +60,7 @@ func TestStalePodUIDRefused(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "re-created") {
 		t.Fatalf("ADD = %v", err)
 	}
-	if l := e.links(p); len(l) != 0 || len(e.leases()) != 0 {
-		t.Errorf("left: interfaces %v, leases %v", l, e.leases())
-	}
+	e.nothingLeft(p, "left")
 }
 
 // One ADD opens one TLS connection to the apiserver: the pod GET, the NAD

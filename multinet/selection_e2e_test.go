@@ -69,9 +69,7 @@ func TestInterfaceNamesAndDefaultRoute(t *testing.T) {
 	}
 	e.mustDel(p)
 	e.noStatus(p)
-	if l := e.links(p); len(l) != 0 || len(e.leases()) != 0 {
-		t.Errorf("left after DEL: interfaces %v, leases %v", l, e.leases())
-	}
+	e.nothingLeft(p, "left after DEL")
 }
 
 // A requested runtimeConfig value whose capability no plugin declares
@@ -84,9 +82,7 @@ func TestUndeclaredCapabilityFails(t *testing.T) {
 	if ce := spec.AsError(err, 0); err == nil || ce.Code != spec.ErrUnsupportedField || !strings.Contains(err.Error(), `"mac"`) {
 		t.Fatalf("ADD = %v, want code 2 naming \"mac\"", err)
 	}
-	if l := e.links(p); len(l) != 0 || len(e.leases()) != 0 {
-		t.Errorf("left after the failed ADD: interfaces %v, leases %v", l, e.leases())
-	}
+	e.nothingLeft(p, "left after the failed ADD")
 	// Declared: the MAC is applied.
 	e.nad("", "green", e.bridgeNAD("", 3, map[string]any{"capabilities": map[string]bool{"mac": true}}))
 	p2 := e.pod("p2", map[string]string{api.NetworksAnnotation: `[{"name":"green","mac":"02:00:00:00:00:42"}]`})
@@ -264,7 +260,5 @@ func TestSelfDelegationRefused(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "cannot be its own delegate") {
 		t.Fatalf("ADD = %v, want a refusal naming the self-delegation", err)
 	}
-	if l := e.links(p); len(l) != 0 || len(e.leases()) != 0 {
-		t.Errorf("left: interfaces %v, leases %v", l, e.leases())
-	}
+	e.nothingLeft(p, "left")
 }
