@@ -3,6 +3,7 @@ package hostlocal
 import (
 	"math/big"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -48,7 +49,7 @@ func check(a *skel.CmdArgs) error {
 			if !inSets(c.Sets, ip) {
 				continue
 			}
-			if !containsAddr(ips, ip) {
+			if !slices.Contains(ips, ip) {
 				return spec.Errorf(spec.ErrInternal, "host-local: prevResult address %s is not allocated to %s in network %q (allocated: %s)", ip, o, c.Network, addrList(ips))
 			}
 		}
@@ -140,15 +141,6 @@ func status(a *skel.CmdArgs) error {
 func inSets(sets []rangeSet, ip netip.Addr) bool {
 	for _, s := range sets {
 		if s.rangeFor(ip) != nil {
-			return true
-		}
-	}
-	return false
-}
-
-func containsAddr(list []netip.Addr, a netip.Addr) bool {
-	for _, x := range list {
-		if x == a {
 			return true
 		}
 	}
