@@ -19,12 +19,13 @@ type BridgeOpts struct {
 }
 
 // EnsureBridge returns the named bridge, creating it if needed, up and
-// with accept_ra=0. A new bridge gets a fixed random MAC so the kernel does not
-// switch it to the lowest port MAC as ports come and go.
-func (n *NS) EnsureBridge(o BridgeOpts) (*netlink.Bridge, error) {
+// with accept_ra=0, and whether this call created it. A new bridge gets a
+// fixed random MAC so the kernel does not switch it to the lowest port MAC
+// as ports come and go.
+func (n *NS) EnsureBridge(o BridgeOpts) (br *netlink.Bridge, created bool, err error) {
 	l, err := n.LinkByName(o.Name)
 	if err != nil && !IsNotFound(err) {
-		return nil, fmt.Errorf("look up bridge %q: %w", o.Name, err)
+		return nil, false, fmt.Errorf("look up bridge %q: %w", o.Name, err)
 	}
 	if l == nil {
 		attrs := netlink.NewLinkAttrs()
@@ -38,18 +39,19 @@ func (n *NS) EnsureBridge(o BridgeOpts) (*netlink.Bridge, error) {
 		}
 		err := n.H.LinkAdd(br)
 		if errors.Is(err, unix.EOPNOTSUPP) && o.VlanFiltering {
-			return nil, fmt.Errorf("create bridge %q with vlan filtering: the kernel does not support it (CONFIG_BRIDGE_VLAN_FILTERING): %w", o.Name, err)
+			return nil, false, fmt.Errorf("create bridge %q with vlan filtering: the kernel does not support it (CONFIG_BRIDGE_VLAN_FILTERING): %w", o.Name, err)
 		}
 		if err != nil && !errors.Is(err, unix.EEXIST) {
-			return nil, fmt.Errorf("create bridge %q: %w", o.Name, err)
+			return nil, false, fmt.Errorf("create bridge %q: %w", o.Name, err)
 		}
+		created = err == nil // EEXIST: a concurrent ADD made it first
 		if l, err = n.LinkByName(o.Name); err != nil {
-			return nil, fmt.Errorf("look up bridge %q: %w", o.Name, err)
+			return nil, created, fmt.Errorf("look up bridge %q: %w", o.Name, err)
 		}
 	}
 	br, ok := l.(*netlink.Bridge)
 	if !ok {
-		return nil, fmt.Errorf("%q already exists but is not a bridge", o.Name)
+		return nil, false, fmt.Errorf("%q already exists but is not a bridge", o.Name)
 	}
 	// We own the bridge's routes: no router advertisements, on a bridge
 	// someone else made too (as the reference). Best effort: IPv6 may be off.
@@ -62,20 +64,20 @@ func (n *NS) EnsureBridge(o BridgeOpts) (*netlink.Bridge, error) {
 	})
 	if o.VlanFiltering && (br.VlanFiltering == nil || !*br.VlanFiltering) {
 		if err := n.H.BridgeSetVlanFiltering(br, true); err != nil {
-			return nil, fmt.Errorf("enable vlan filtering on %q (the kernel needs CONFIG_BRIDGE_VLAN_FILTERING): %w", o.Name, err)
+			return nil, created, fmt.Errorf("enable vlan filtering on %q (the kernel needs CONFIG_BRIDGE_VLAN_FILTERING): %w", o.Name, err)
 		}
 	}
 	if o.Promisc && br.Promisc == 0 {
 		if err := n.H.SetPromiscOn(br); err != nil {
-			return nil, fmt.Errorf("set promiscuous mode on %q: %w", o.Name, err)
+			return nil, created, fmt.Errorf("set promiscuous mode on %q: %w", o.Name, err)
 		}
 	}
 	if br.Flags&net.FlagUp == 0 {
 		if err := n.H.LinkSetUp(br); err != nil {
-			return nil, fmt.Errorf("set %q up: %w", o.Name, err)
+			return nil, created, fmt.Errorf("set %q up: %w", o.Name, err)
 		}
 	}
-	return br, nil
+	return br, created, nil
 }
 
 // DelBridgeIfUnused deletes bridge br unless it has ports (a failed ADD

@@ -69,12 +69,15 @@ func TestVethAddrRouteCheckDel(t *testing.T) {
 func TestEnsureAddrRules(t *testing.T) {
 	_, hostPath := testutil.NewNS(t, "lka")
 	inHost(t, hostPath, "", func(h, _ *NS) error {
-		br, err := h.EnsureBridge(BridgeOpts{Name: "pbbrx"})
+		br, created, err := h.EnsureBridge(BridgeOpts{Name: "pbbrx"})
 		if err != nil {
 			return err
 		}
-		if again, err := h.EnsureBridge(BridgeOpts{Name: "pbbrx"}); err != nil || again.Index != br.Index || again.HardwareAddr.String() != br.HardwareAddr.String() {
-			t.Errorf("EnsureBridge twice: %v", err)
+		if !created {
+			t.Error("EnsureBridge of a new bridge did not say it created it")
+		}
+		if again, created, err := h.EnsureBridge(BridgeOpts{Name: "pbbrx"}); err != nil || created || again.Index != br.Index || again.HardwareAddr.String() != br.HardwareAddr.String() {
+			t.Errorf("EnsureBridge twice: created=%v err=%v", created, err)
 		}
 		p := netip.MustParsePrefix
 		if err := h.EnsureAddr(br, p("10.71.0.1/24"), false); err != nil {

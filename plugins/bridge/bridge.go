@@ -65,13 +65,12 @@ func add(a *skel.CmdArgs) (res *spec.Result, err error) {
 			}
 		}
 	}()
-	_, lerr := host.LinkByName(c.Bridge)
-	br, err := host.EnsureBridge(link.BridgeOpts{Name: c.Bridge, MTU: c.MTU, Promisc: c.PromiscMode,
+	br, created, err := host.EnsureBridge(link.BridgeOpts{Name: c.Bridge, MTU: c.MTU, Promisc: c.PromiscMode,
 		VlanFiltering: c.Vlan != 0 || c.VlanTrunk != nil})
 	if err != nil {
 		return nil, err
 	}
-	if link.IsNotFound(lerr) {
+	if created {
 		// Made by this ADD: removed again on failure, unless another
 		// attachment joined it meanwhile.
 		cleanups = append(cleanups, func() { host.DelBridgeIfUnused(br) })
