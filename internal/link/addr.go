@@ -42,6 +42,13 @@ type IfaceOpts struct {
 	// DAD keeps IPv6 duplicate address detection and waits for it to end;
 	// otherwise addresses are added with IFA_F_NODAD and usable at once.
 	DAD bool
+	// DADSysctls also sets the interface's accept_dad to follow DAD (and
+	// enhanced_dad on with DAD), so the addresses the kernel adds itself
+	// (link-local) follow the same rule, as the reference bridge does.
+	DADSysctls bool
+	// ARPNotify sets arp_notify: the kernel announces the interface's
+	// IPv4 addresses when it comes up or its MAC changes.
+	ARPNotify bool
 	// NoPrefixRoute adds addresses without the kernel's subnet route
 	// (ptp routes the subnet through the gateway instead).
 	NoPrefixRoute bool
@@ -50,28 +57,61 @@ type IfaceOpts struct {
 }
 
 // ConfigureIface applies res to link l (result interface index idx): the
-// addresses for that index, link up, then the routes, whose gateway
-// defaults to the first gateway of the route's family (as the reference
-// ConfigureIface does).
+// interface's sysctls, the addresses for that index, link up, then the
+// routes, whose gateway defaults to the first gateway of the route's
+// family (as the reference ConfigureIface does). IPv6 is enabled on the
+// link when the kernel refuses an address because it is off there.
 func (n *NS) ConfigureIface(l netlink.Link, res *spec.Result, idx int, o IfaceOpts) error {
 	name := l.Attrs().Name
 	var haveV6 bool
 	for _, ipc := range res.IPs {
+		if ipc.Interface != nil && *ipc.Interface == idx && !ipc.Address.Addr().Is4() {
+			haveV6 = true
+		}
+	}
+	// All in one visit to the namespace. Failures are ignored, as the
+	// reference does: IPv6 may be off entirely, and kernels before 4.6
+	// lack keep_addr_on_down.
+	var sysctls [][2]string
+	if o.DADSysctls {
+		v := "0"
+		if o.DAD {
+			v = "1"
+			sysctls = append(sysctls, [2]string{"net/ipv6/conf/" + name + "/enhanced_dad", "1"})
+		}
+		sysctls = append(sysctls, [2]string{"net/ipv6/conf/" + name + "/accept_dad", v})
+	}
+	if o.ARPNotify {
+		sysctls = append(sysctls, [2]string{"net/ipv4/conf/" + name + "/arp_notify", "1"})
+	}
+	if haveV6 {
+		// Keep the IPv6 addresses if the link goes down and up again (the
+		// kernel drops them otherwise and nothing would add them back), as
+		// the reference does.
+		sysctls = append(sysctls, [2]string{"net/ipv6/conf/" + name + "/keep_addr_on_down", "1"})
+	}
+	if len(sysctls) > 0 {
+		n.Do(func() error {
+			for _, kv := range sysctls {
+				WriteSysctl(kv[0], kv[1])
+			}
+			return nil
+		})
+	}
+	for _, ipc := range res.IPs {
 		if ipc.Interface == nil || *ipc.Interface != idx {
 			continue
 		}
+		v6 := !ipc.Address.Addr().Is4()
 		addr := &netlink.Addr{IPNet: IPNet(ipc.Address)}
 		if o.NoPrefixRoute {
 			addr.Flags |= unix.IFA_F_NOPREFIXROUTE
 		}
-		if !ipc.Address.Addr().Is4() {
-			haveV6 = true
-			if !o.DAD {
-				addr.Flags |= unix.IFA_F_NODAD
-			}
+		if v6 && !o.DAD {
+			addr.Flags |= unix.IFA_F_NODAD
 		}
 		err := n.H.AddrAdd(l, addr)
-		if errors.Is(err, unix.EACCES) && haveV6 {
+		if errors.Is(err, unix.EACCES) && v6 {
 			// IPv6 is disabled on the link: enable it and try again.
 			if serr := n.Do(func() error { return enableIPv6(name) }); serr != nil {
 				return fmt.Errorf("enable IPv6 on %q: %w", name, serr)
@@ -81,12 +121,6 @@ func (n *NS) ConfigureIface(l netlink.Link, res *spec.Result, idx int, o IfaceOp
 		if err != nil && !errors.Is(err, unix.EEXIST) {
 			return fmt.Errorf("add address %s to %q: %w", ipc.Address, name, err)
 		}
-	}
-	if haveV6 {
-		// Keep the IPv6 addresses if the link goes down and up again (the
-		// kernel drops them otherwise and nothing would add them back), as
-		// the reference does. Best effort: kernels before 4.6 lack the key.
-		n.Do(func() error { return WriteSysctl("net/ipv6/conf/"+name+"/keep_addr_on_down", "1") })
 	}
 	if l.Attrs().Flags&net.FlagUp == 0 {
 		if err := n.H.LinkSetUp(l); err != nil {
@@ -102,54 +136,6 @@ func (n *NS) ConfigureIface(l netlink.Link, res *spec.Result, idx int, o IfaceOp
 		return nil
 	}
 	return n.AddResultRoutes(l, res, idx)
-}
-
-// AddResultRoutes adds res.Routes through l; a route without a gateway
-// uses the first gateway of its family among the IPs of interface idx.
-func (n *NS) AddResultRoutes(l netlink.Link, res *spec.Result, idx int) error {
-	var gw4, gw6 netip.Addr
-	for _, ipc := range res.IPs {
-		if ipc.Interface == nil || *ipc.Interface != idx || !ipc.Gateway.IsValid() {
-			continue
-		}
-		if ipc.Gateway.Is4() && !gw4.IsValid() {
-			gw4 = ipc.Gateway
-		} else if ipc.Gateway.Is6() && !gw6.IsValid() {
-			gw6 = ipc.Gateway
-		}
-	}
-	for _, r := range res.Routes {
-		gw := r.GW
-		if !gw.IsValid() {
-			if r.Dst.Addr().Is4() {
-				gw = gw4
-			} else {
-				gw = gw6
-			}
-		}
-		if err := n.AddRoute(l, r, gw); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// AddRoute adds one result route through link l, via gw when valid.
-func (n *NS) AddRoute(l netlink.Link, r *spec.Route, gw netip.Addr) error {
-	rt := &netlink.Route{LinkIndex: l.Attrs().Index, Dst: IPNet(r.Dst.Masked()), Priority: r.Priority, MTU: r.MTU, AdvMSS: r.AdvMSS}
-	if gw.IsValid() {
-		rt.Gw = gw.AsSlice()
-	}
-	if r.Table != nil {
-		rt.Table = *r.Table
-	}
-	if r.Scope != nil {
-		rt.Scope = netlink.Scope(*r.Scope)
-	}
-	if err := n.H.RouteAddEcmp(rt); err != nil && !errors.Is(err, unix.EEXIST) {
-		return fmt.Errorf("add route %s via %v dev %s: %w", r.Dst, gw, l.Attrs().Name, err)
-	}
-	return nil
 }
 
 func enableIPv6(ifname string) error {
@@ -223,17 +209,32 @@ func (n *NS) EnsureAddr(l netlink.Link, p netip.Prefix, force bool) error {
 	return nil
 }
 
-// EnableForwarding turns on IP forwarding for the family of a, in the
-// calling thread's namespace, writing only when it is off.
-func EnableForwarding(a netip.Addr) error {
+// EnableForwarding turns on IP forwarding in n for the family of a,
+// writing only when it is off.
+func (n *NS) EnableForwarding(a netip.Addr) error {
 	key := "net/ipv4/ip_forward"
 	if !a.Is4() {
 		key = "net/ipv6/conf/all/forwarding"
 	}
-	if v, err := ReadSysctl(key); err == nil && v == "1" {
-		return nil
+	err := n.Do(func() error {
+		if v, err := ReadSysctl(key); err == nil && v == "1" {
+			return nil
+		}
+		return WriteSysctl(key, "1")
+	})
+	if err != nil {
+		return fmt.Errorf("enable forwarding: %w", err)
 	}
-	return WriteSysctl(key, "1")
+	return nil
+}
+
+// ValidateMTU refuses an "mtu" key value no link can have (code 7); 0
+// means the kernel's default.
+func ValidateMTU(mtu int) error {
+	if mtu < 0 || mtu > 65535 || (mtu > 0 && mtu < 68) {
+		return spec.Errorf(spec.ErrInvalidNetworkConfig, "\"mtu\" value %d is invalid: must be 0 (kernel default) or between 68 and 65535", mtu)
+	}
+	return nil
 }
 
 // GatewayFor returns the first host address of p's network (10.1.0.0/16 ->

@@ -23,8 +23,8 @@ type BridgeOpts struct {
 // fixed random MAC so the kernel does not switch it to the lowest port MAC
 // as ports come and go.
 func (n *NS) EnsureBridge(o BridgeOpts) (br *netlink.Bridge, created bool, err error) {
-	l, err := n.LinkByName(o.Name)
-	if err != nil && !IsNotFound(err) {
+	l, err := n.FindLink(o.Name)
+	if err != nil {
 		return nil, false, fmt.Errorf("look up bridge %q: %w", o.Name, err)
 	}
 	if l == nil {

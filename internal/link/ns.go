@@ -1,6 +1,3 @@
-// Package link holds the link, address, route and sysctl helpers that the
-// interface plugins share. Each network namespace is reached through one
-// netlink handle (NS), opened once per invocation; nothing here execs a tool.
 package link
 
 import (
@@ -14,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/patchbay-cni/patchbay/internal/netns"
+	"github.com/patchbay-cni/patchbay/spec"
 )
 
 // NS is one network namespace with its netlink handle.
@@ -55,6 +53,56 @@ func Open(path string) (*NS, error) {
 		return nil, fmt.Errorf("open netlink handle in %q: %w", path, err)
 	}
 	return &NS{Path: path, H: h, fd: fd}, nil
+}
+
+// OpenContainer opens the container namespace of an ADD or CHECK: a missing
+// namespace is CNI code 3 (unknown container).
+func OpenContainer(path string) (*NS, error) {
+	n, err := Open(path)
+	if IsNSGone(err) {
+		return nil, spec.Errorf(spec.ErrUnknownContainer, "network namespace %q does not exist", path)
+	}
+	return n, err
+}
+
+// OpenForAdd opens the two namespaces of an interface plugin's ADD: its
+// own (host) and the container's at contPath (code 3 when gone), and
+// refuses an ifName the container already has, before the plugin changes
+// anything (the spec requires an error for a taken name).
+func OpenForAdd(contPath, ifName string) (host, cont *NS, err error) {
+	if host, err = Current(); err != nil {
+		return nil, nil, err
+	}
+	if cont, err = OpenContainer(contPath); err == nil {
+		if err = cont.CheckNameFree(ifName); err == nil {
+			return host, cont, nil
+		}
+		cont.Close()
+	}
+	host.Close()
+	return nil, nil, err
+}
+
+// OpenIfExists opens the container namespace of a DEL, which needs none:
+// an empty path or a namespace that is gone give nil and no error (there
+// is nothing left to remove in it).
+func OpenIfExists(path string) (*NS, error) {
+	if path == "" {
+		return nil, nil
+	}
+	n, err := Open(path)
+	if IsNSGone(err) {
+		return nil, nil
+	}
+	return n, err
+}
+
+// String names the namespace in messages.
+func (n *NS) String() string {
+	if n.Path == "" {
+		return "the host namespace"
+	}
+	return n.Path
 }
 
 // Fd is the namespace file descriptor (valid until Close).
@@ -131,6 +179,16 @@ func IsNotFound(err error) bool {
 // LinkByName looks a link up by name.
 func (n *NS) LinkByName(name string) (netlink.Link, error) {
 	return retry(func() (netlink.Link, error) { return n.H.LinkByName(name) })
+}
+
+// FindLink looks a link up by name; it returns nil and no error when
+// there is none.
+func (n *NS) FindLink(name string) (netlink.Link, error) {
+	l, err := n.LinkByName(name)
+	if IsNotFound(err) {
+		return nil, nil
+	}
+	return l, err
 }
 
 // LinkByIndex looks a link up by index.

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/netip"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -97,14 +96,14 @@ func (host *NS) AddVeth(cont *NS, o VethOpts) (hostLink, contLink netlink.Link, 
 // a taken CNI_IFNAME (the spec requires an error) leaves nothing behind;
 // AddVeth still catches a name taken in between.
 func (cont *NS) CheckNameFree(name string) error {
-	_, err := cont.LinkByName(name)
+	l, err := cont.FindLink(name)
 	switch {
-	case err == nil:
+	case err != nil:
+		return fmt.Errorf("look up %q in %s: %w", name, cont.Path, err)
+	case l != nil:
 		return fmt.Errorf("container interface %q already exists in %s", name, cont.Path)
-	case IsNotFound(err):
-		return nil
 	}
-	return fmt.Errorf("look up %q in %s: %w", name, cont.Path, err)
+	return nil
 }
 
 // PeerIndex returns the ifindex of a veth's peer (in whatever namespace it is).
@@ -117,57 +116,4 @@ func PeerIndex(l netlink.Link) (int, error) {
 		return 0, fmt.Errorf("%q reports no peer", l.Attrs().Name)
 	}
 	return l.Attrs().ParentIndex, nil
-}
-
-// DelLinkWithAddrs deletes the named link and returns its global
-// addresses (callers tear down masquerade rules for them). A missing link
-// is not an error: found is false.
-func (n *NS) DelLinkWithAddrs(name string) (addrs []netlink.Addr, found bool, err error) {
-	l, err := n.LinkByName(name)
-	if err != nil {
-		if IsNotFound(err) {
-			return nil, false, nil
-		}
-		return nil, false, err
-	}
-	all, err := n.AddrList(l, netlink.FAMILY_ALL)
-	if err != nil {
-		return nil, true, fmt.Errorf("list addresses of %q: %w", name, err)
-	}
-	for _, a := range all {
-		if a.Scope == unix.RT_SCOPE_UNIVERSE {
-			addrs = append(addrs, a)
-		}
-	}
-	if err := n.H.LinkDel(l); err != nil && !IsNotFound(err) {
-		return addrs, true, fmt.Errorf("delete %q: %w", name, err)
-	}
-	return addrs, true, nil
-}
-
-// DelContainerLink deletes ifname inside the namespace at nsPath and returns
-// the global addresses it had (for cleaning up rules keyed by address). It
-// is DEL-tolerant: an empty path, a namespace that is gone, or a missing
-// link are not errors.
-func DelContainerLink(nsPath, ifname string) ([]netip.Prefix, error) {
-	if nsPath == "" {
-		return nil, nil
-	}
-	cont, err := Open(nsPath)
-	if IsNSGone(err) {
-		return nil, nil // the runtime may have deleted the namespace already
-	}
-	if err != nil {
-		return nil, err
-	}
-	defer cont.Close()
-	as, _, err := cont.DelLinkWithAddrs(ifname)
-	if err != nil {
-		return nil, err
-	}
-	removed := make([]netip.Prefix, 0, len(as))
-	for _, ad := range as {
-		removed = append(removed, Prefix(ad.IPNet))
-	}
-	return removed, nil
 }

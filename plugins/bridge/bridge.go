@@ -42,29 +42,16 @@ func add(a *skel.CmdArgs) (res *spec.Result, err error) {
 	if err != nil {
 		return nil, err
 	}
-	host, err := link.Current()
+	host, cont, err := link.OpenForAdd(a.Netns, a.IfName)
 	if err != nil {
 		return nil, err
 	}
 	defer host.Close()
-	cont, err := link.Open(a.Netns)
-	if err != nil {
-		return nil, nsErr(a.Netns, err)
-	}
 	defer cont.Close()
-	if err := cont.CheckNameFree(a.IfName); err != nil {
-		return nil, err
-	}
 
 	// From here on a failure removes what this ADD made.
-	var cleanups []func()
-	defer func() {
-		if err != nil {
-			for i := len(cleanups) - 1; i >= 0; i-- {
-				cleanups[i]()
-			}
-		}
-	}()
+	var undo link.Undo
+	defer undo.Unwind(&err)
 	br, created, err := host.EnsureBridge(link.BridgeOpts{Name: c.Bridge, MTU: c.MTU, Promisc: c.PromiscMode,
 		VlanFiltering: c.Vlan != 0 || c.VlanTrunk != nil})
 	if err != nil {
@@ -73,13 +60,13 @@ func add(a *skel.CmdArgs) (res *spec.Result, err error) {
 	if created {
 		// Made by this ADD: removed again on failure, unless another
 		// attachment joined it meanwhile.
-		cleanups = append(cleanups, func() { host.DelBridgeIfUnused(br) })
+		undo.Push("delete bridge "+br.Name, func() error { return host.DelBridgeIfUnused(br) })
 	}
 	hostV, contV, err := host.AddVeth(cont, link.VethOpts{ContName: a.IfName, MTU: c.MTU, ContMAC: c.mac})
 	if err != nil {
 		return nil, err
 	}
-	cleanups = append(cleanups, func() { cont.H.LinkDel(contV) })
+	undo.Push("delete "+a.IfName, func() error { return cont.H.LinkDel(contV) })
 
 	if err = host.AttachPort(br, hostV, link.PortOpts{Hairpin: c.HairpinMode, Isolated: c.PortIsolation,
 		Vlan: c.Vlan, Trunk: c.vlans, PreserveDefaultVlan: c.PreserveDefaultVlan}); err != nil {
@@ -99,7 +86,7 @@ func add(a *skel.CmdArgs) (res *spec.Result, err error) {
 		if err = masq.SpoofCheckSetup(hostV.Attrs().Name, res.Interfaces[idxCont].Mac, id); err != nil {
 			return nil, err
 		}
-		cleanups = append(cleanups, func() { masq.SpoofCheckTeardown(id) })
+		undo.Push("remove the MAC spoof check", func() error { return masq.SpoofCheckTeardown(id) })
 	}
 
 	if c.IPAM.Type == "" {
@@ -117,17 +104,14 @@ func add(a *skel.CmdArgs) (res *spec.Result, err error) {
 	if err != nil {
 		return nil, err
 	}
-	cleanups = append(cleanups, func() { skel.DelegateVerb(a, spec.CmdDel, c.IPAM.Type) })
+	undo.Push("release the IPAM allocation", func() error { return skel.DelegateVerb(a, spec.CmdDel, c.IPAM.Type) })
 	if len(ipam.IPs) == 0 {
 		return nil, spec.Errorf(spec.ErrInternal, "IPAM plugin %s returned no IP configuration", c.IPAM.Type)
 	}
 	res.IPs, res.Routes, res.DNS = ipam.IPs, ipam.Routes, ipam.DNS
 	gws := gateways(c, res)
 
-	if err = cont.Do(func() error { return containerSysctls(a.IfName, c.EnableDad) }); err != nil {
-		return nil, err
-	}
-	if err = cont.ConfigureIface(contV, res, idxCont, link.IfaceOpts{DAD: c.EnableDad}); err != nil {
+	if err = cont.ConfigureIface(contV, res, idxCont, link.IfaceOpts{DAD: c.EnableDad, DADSysctls: true, ARPNotify: true}); err != nil {
 		return nil, err
 	}
 	if c.IsGateway {
@@ -165,20 +149,6 @@ func finish(c *Config, res *spec.Result) *spec.Result {
 	return res
 }
 
-// containerSysctls runs inside the container namespace. Without enabledad
-// there is no duplicate address detection, so addresses are usable at once.
-func containerSysctls(ifname string, dad bool) error {
-	v := "0"
-	if dad {
-		v = "1"
-		link.WriteSysctl("net/ipv6/conf/"+ifname+"/enhanced_dad", "1")
-	}
-	// Failures are ignored as the reference does: IPv6 may be off entirely.
-	link.WriteSysctl("net/ipv6/conf/"+ifname+"/accept_dad", v)
-	link.WriteSysctl("net/ipv4/conf/"+ifname+"/arp_notify", "1")
-	return nil
-}
-
 // gateways points every IP at the container interface, fills in missing
 // gateways when the bridge is the gateway, adds default routes for
 // isDefaultGateway, and returns the bridge addresses to configure.
@@ -197,11 +167,7 @@ func gateways(c *Config, res *spec.Result) []netip.Prefix {
 			ipc.Gateway = link.GatewayFor(ipc.Address)
 		}
 		if c.IsDefaultGateway && !haveDefault[v4] {
-			dst := netip.PrefixFrom(netip.IPv6Unspecified(), 0)
-			if v4 {
-				dst = netip.PrefixFrom(netip.IPv4Unspecified(), 0)
-			}
-			res.Routes = append(res.Routes, &spec.Route{Dst: dst, GW: ipc.Gateway})
+			res.Routes = append(res.Routes, &spec.Route{Dst: link.DefaultDst(ipc.Address.Addr()), GW: ipc.Gateway})
 			haveDefault[v4] = true
 		}
 		if c.IsGateway && ipc.Gateway.IsValid() {
@@ -227,8 +193,8 @@ func setupGateways(host *link.NS, br *netlink.Bridge, c *Config, gws []netip.Pre
 		if err := host.EnsureAddr(target, gw, c.ForceAddress); err != nil {
 			return fmt.Errorf("set gateway address on %q: %w", target.Attrs().Name, err)
 		}
-		if err := host.Do(func() error { return link.EnableForwarding(gw.Addr()) }); err != nil {
-			return fmt.Errorf("enable forwarding: %w", err)
+		if err := host.EnableForwarding(gw.Addr()); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -238,10 +204,8 @@ func setupGateways(host *link.NS, br *netlink.Bridge, c *Config, gws []netip.Pre
 // whose peer is an access port of the vlan (the reference's layout).
 func vlanGateway(host *link.NS, br *netlink.Bridge, c *Config) (netlink.Link, error) {
 	name := br.Name + "." + strconv.Itoa(c.Vlan)
-	if l, err := host.LinkByName(name); err == nil {
-		return l, nil
-	} else if !link.IsNotFound(err) {
-		return nil, err
+	if l, err := host.FindLink(name); l != nil || err != nil {
+		return l, err
 	}
 	if len(name) > spec.MaxInterfaceNameLen {
 		return nil, invalid("vlan gateway interface name %q (from \"bridge\" and \"vlan\") is longer than %d characters", name, spec.MaxInterfaceNameLen)
@@ -327,12 +291,4 @@ func gc(a *skel.CmdArgs) error {
 		return masq.GC(c.Name, c.Attachments())
 	}
 	return nil
-}
-
-// nsErr gives a missing container namespace code 3 (unknown container).
-func nsErr(path string, err error) error {
-	if link.IsNSGone(err) {
-		return spec.Errorf(spec.ErrUnknownContainer, "network namespace %q does not exist", path)
-	}
-	return err
 }

@@ -25,30 +25,23 @@ func check(a *skel.CmdArgs) error {
 	if prev == nil {
 		return invalid("CHECK requires \"prevResult\"")
 	}
-	var brIf, contIf *spec.Interface
-	for _, in := range prev.Interfaces {
-		switch {
-		case in.Name == c.Bridge && in.Sandbox == "":
-			brIf = in
-		case in.Name == a.IfName && in.Sandbox == a.Netns:
-			contIf = in
-		}
-	}
-	if brIf == nil {
+	brIdx, contIdx := link.FindIface(prev, c.Bridge, ""), link.FindIface(prev, a.IfName, a.Netns)
+	if brIdx < 0 {
 		return checkErr("prevResult has no interface for bridge %q", c.Bridge)
 	}
-	if contIf == nil {
+	if contIdx < 0 {
 		return checkErr("prevResult has no interface %q in sandbox %q", a.IfName, a.Netns)
 	}
+	brIf := prev.Interfaces[brIdx]
 
 	host, err := link.Current()
 	if err != nil {
 		return err
 	}
 	defer host.Close()
-	cont, err := link.Open(a.Netns)
+	cont, err := link.OpenContainer(a.Netns)
 	if err != nil {
-		return nsErr(a.Netns, err)
+		return err
 	}
 	defer cont.Close()
 
@@ -67,15 +60,9 @@ func check(a *skel.CmdArgs) error {
 		return checkErr("bridge %q promiscuous mode is %v, config says %v", c.Bridge, br.Promisc != 0, c.PromiscMode)
 	}
 
-	cl, err := cont.LinkByName(a.IfName)
+	cl, err := cont.CheckLink(a.IfName, link.LinkWant{Type: "veth", MAC: prev.Interfaces[contIdx].Mac})
 	if err != nil {
-		return checkErr("container interface %q not found in %s: %v", a.IfName, a.Netns, err)
-	}
-	if _, ok := cl.(*netlink.Veth); !ok {
-		return checkErr("container interface %q is a %s, not a veth", a.IfName, cl.Type())
-	}
-	if contIf.Mac != "" && contIf.Mac != cl.Attrs().HardwareAddr.String() {
-		return checkErr("container interface %q MAC is %s, prevResult says %s", a.IfName, cl.Attrs().HardwareAddr, contIf.Mac)
+		return checkErr("%v", err)
 	}
 	peer, err := link.PeerIndex(cl)
 	if err != nil {
@@ -101,16 +88,7 @@ func check(a *skel.CmdArgs) error {
 		return checkErr("host veth %q of %q is not in prevResult", hl.Attrs().Name, a.IfName)
 	}
 
-	contIdx := idxCont
-	for i, in := range prev.Interfaces {
-		if in == contIf {
-			contIdx = i
-		}
-	}
-	if err := cont.CheckAddrs(cl, prev.IPs, contIdx); err != nil {
-		return checkErr("%v", err)
-	}
-	if err := cont.CheckRoutes(prev.Routes); err != nil {
+	if err := cont.CheckResult(cl, prev, contIdx); err != nil {
 		return checkErr("%v", err)
 	}
 	return nil

@@ -4,6 +4,7 @@ import (
 	"net"
 	"sort"
 
+	"github.com/patchbay-cni/patchbay/internal/link"
 	"github.com/patchbay-cni/patchbay/internal/masq"
 	"github.com/patchbay-cni/patchbay/skel"
 	"github.com/patchbay-cni/patchbay/spec"
@@ -84,8 +85,8 @@ func load(a *skel.CmdArgs) (*Config, error) {
 	if err := spec.ValidateInterfaceName(c.Bridge); err != nil {
 		return nil, invalid("\"bridge\" value %q is invalid: not a usable interface name", c.Bridge)
 	}
-	if c.MTU < 0 || c.MTU > 65535 || (c.MTU > 0 && c.MTU < 68) {
-		return nil, invalid("\"mtu\" value %d is invalid: must be 0 (kernel default) or between 68 and 65535", c.MTU)
+	if err := link.ValidateMTU(c.MTU); err != nil {
+		return nil, err
 	}
 	if c.Vlan < 0 || c.Vlan > 4094 {
 		return nil, invalid("\"vlan\" value %d is invalid: must be between 0 and 4094", c.Vlan)

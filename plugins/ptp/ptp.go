@@ -52,8 +52,8 @@ func load(a *skel.CmdArgs) (*Config, error) {
 	if c.IPAM.Type == "" {
 		return nil, spec.Errorf(spec.ErrInvalidNetworkConfig, "\"ipam\" is required: ptp needs addresses to route")
 	}
-	if c.MTU < 0 || c.MTU > 65535 || (c.MTU > 0 && c.MTU < 68) {
-		return nil, spec.Errorf(spec.ErrInvalidNetworkConfig, "\"mtu\" value %d is invalid: must be 0 (kernel default) or between 68 and 65535", c.MTU)
+	if err := link.ValidateMTU(c.MTU); err != nil {
+		return nil, err
 	}
 	if err := masq.ValidateBackend(c.IPMasqBackend); err != nil {
 		return nil, err
@@ -66,33 +66,21 @@ func add(a *skel.CmdArgs) (res *spec.Result, err error) {
 	if err != nil {
 		return nil, err
 	}
-	host, err := link.Current()
+	host, cont, err := link.OpenForAdd(a.Netns, a.IfName)
 	if err != nil {
 		return nil, err
 	}
 	defer host.Close()
-	cont, err := openContainer(a.Netns)
-	if err != nil {
-		return nil, err
-	}
 	defer cont.Close()
-	if err := cont.CheckNameFree(a.IfName); err != nil {
-		return nil, err
-	}
 
 	res, err = skel.DelegateAdd(a, c.IPAM.Type)
 	if err != nil {
 		return nil, err
 	}
-	var cleanups []func()
-	defer func() {
-		if err != nil {
-			for i := len(cleanups) - 1; i >= 0; i-- {
-				cleanups[i]()
-			}
-		}
-	}()
-	cleanups = append(cleanups, func() { skel.DelegateVerb(a, spec.CmdDel, c.IPAM.Type) })
+	// From here on a failure removes what this ADD made.
+	var undo link.Undo
+	defer undo.Unwind(&err)
+	undo.Push("release the IPAM allocation", func() error { return skel.DelegateVerb(a, spec.CmdDel, c.IPAM.Type) })
 	if len(res.IPs) == 0 {
 		return nil, spec.Errorf(spec.ErrInternal, "IPAM plugin %s returned no IP configuration", c.IPAM.Type)
 	}
@@ -101,8 +89,8 @@ func add(a *skel.CmdArgs) (res *spec.Result, err error) {
 			return nil, spec.Errorf(spec.ErrInvalidNetworkConfig, "IPAM gave %s no gateway: ptp routes through it", ipc.Address)
 		}
 		ipc.Interface = spec.IntPtr(idxCont)
-		if err = host.Do(func() error { return link.EnableForwarding(ipc.Address.Addr()) }); err != nil {
-			return nil, fmt.Errorf("enable forwarding: %w", err)
+		if err = host.EnableForwarding(ipc.Address.Addr()); err != nil {
+			return nil, err
 		}
 	}
 
@@ -110,7 +98,7 @@ func add(a *skel.CmdArgs) (res *spec.Result, err error) {
 	if err != nil {
 		return nil, err
 	}
-	cleanups = append(cleanups, func() { cont.H.LinkDel(contV) })
+	undo.Push("delete "+a.IfName, func() error { return cont.H.LinkDel(contV) })
 	res.Interfaces = []*spec.Interface{
 		{Name: hostV.Attrs().Name, Mac: hostV.Attrs().HardwareAddr.String()},
 		{Name: contV.Attrs().Name, Mac: contV.Attrs().HardwareAddr.String(), Sandbox: a.Netns},
@@ -222,34 +210,20 @@ func check(a *skel.CmdArgs) error {
 	if prev == nil {
 		return spec.Errorf(spec.ErrInvalidNetworkConfig, "CHECK requires \"prevResult\"")
 	}
-	idx := -1
-	for i, in := range prev.Interfaces {
-		if in.Name == a.IfName && in.Sandbox == a.Netns {
-			idx = i
-		}
-	}
+	idx := link.FindIface(prev, a.IfName, a.Netns)
 	if idx < 0 {
 		return spec.Errorf(spec.ErrInternal, "ptp CHECK: prevResult has no interface %q in sandbox %q", a.IfName, a.Netns)
 	}
-	cont, err := openContainer(a.Netns)
+	cont, err := link.OpenContainer(a.Netns)
 	if err != nil {
 		return err
 	}
 	defer cont.Close()
-	l, err := cont.LinkByName(a.IfName)
+	l, err := cont.CheckLink(a.IfName, link.LinkWant{Type: "veth", MAC: prev.Interfaces[idx].Mac})
+	if err == nil {
+		err = cont.CheckResult(l, prev, idx)
+	}
 	if err != nil {
-		return spec.Errorf(spec.ErrInternal, "ptp CHECK: interface %q not found in %s: %v", a.IfName, a.Netns, err)
-	}
-	if _, ok := l.(*netlink.Veth); !ok {
-		return spec.Errorf(spec.ErrInternal, "ptp CHECK: interface %q is not a veth", a.IfName)
-	}
-	if m := prev.Interfaces[idx].Mac; m != "" && m != l.Attrs().HardwareAddr.String() {
-		return spec.Errorf(spec.ErrInternal, "ptp CHECK: interface %q MAC is %s, prevResult says %s", a.IfName, l.Attrs().HardwareAddr, m)
-	}
-	if err := cont.CheckAddrs(l, prev.IPs, idx); err != nil {
-		return spec.Errorf(spec.ErrInternal, "ptp CHECK: %v", err)
-	}
-	if err := cont.CheckRoutes(prev.Routes); err != nil {
 		return spec.Errorf(spec.ErrInternal, "ptp CHECK: %v", err)
 	}
 	return nil
@@ -277,14 +251,4 @@ func status(a *skel.CmdArgs) error {
 		return err
 	}
 	return skel.DelegateVerb(a, spec.CmdStatus, c.IPAM.Type)
-}
-
-// openContainer opens the container namespace; a missing one is code 3
-// (unknown container).
-func openContainer(path string) (*link.NS, error) {
-	cont, err := link.Open(path)
-	if link.IsNSGone(err) {
-		return nil, spec.Errorf(spec.ErrUnknownContainer, "network namespace %q does not exist", path)
-	}
-	return cont, err
 }
