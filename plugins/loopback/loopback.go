@@ -9,6 +9,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 
+	"github.com/patchbay-cni/patchbay/internal/link"
 	"github.com/patchbay-cni/patchbay/internal/netns"
 	"github.com/patchbay-cni/patchbay/skel"
 	"github.com/patchbay-cni/patchbay/spec"
@@ -26,27 +27,12 @@ func Plugin() skel.Plugin {
 }
 
 func add(a *skel.CmdArgs) (*spec.Result, error) {
-	var res *spec.Result
-	err := netns.Do(a.Netns, func() error {
-		h, err := netlink.NewHandle()
-		if err != nil {
-			return err
-		}
-		defer h.Close()
-		lo, err := h.LinkByName("lo")
-		if err != nil {
-			return fmt.Errorf("find lo: %w", err)
-		}
-		if err := h.LinkSetUp(lo); err != nil {
-			return fmt.Errorf("set lo up: %w", err)
-		}
-		addrs, err := h.AddrList(lo, netlink.FAMILY_ALL)
-		if err != nil {
-			return fmt.Errorf("list lo addresses: %w", err)
-		}
-		res = loResult(a.Netns, lo, addrs)
-		return nil
-	})
+	cont, err := link.OpenContainer(a.Netns)
+	if err != nil {
+		return nil, netns.CNIError("loopback", a.Netns, err)
+	}
+	defer cont.Close()
+	res, err := setLoUp(cont, a.Netns)
 	if err != nil {
 		return nil, netns.CNIError("loopback", a.Netns, err)
 	}
@@ -55,6 +41,22 @@ func add(a *skel.CmdArgs) (*spec.Result, error) {
 		return a.Conf.PrevResult, nil
 	}
 	return res, nil
+}
+
+// setLoUp brings lo up and returns the result describing it.
+func setLoUp(cont *link.NS, sandbox string) (*spec.Result, error) {
+	lo, err := cont.LinkByName("lo")
+	if err != nil {
+		return nil, fmt.Errorf("find lo: %w", err)
+	}
+	if err := cont.H.LinkSetUp(lo); err != nil {
+		return nil, fmt.Errorf("set lo up: %w", err)
+	}
+	addrs, err := cont.AddrList(lo, netlink.FAMILY_ALL)
+	if err != nil {
+		return nil, fmt.Errorf("list lo addresses: %w", err)
+	}
+	return loResult(sandbox, lo, addrs), nil
 }
 
 func loResult(sandbox string, lo netlink.Link, addrs []netlink.Addr) *spec.Result {
@@ -70,32 +72,35 @@ func loResult(sandbox string, lo netlink.Link, addrs []netlink.Addr) *spec.Resul
 	return r
 }
 
+// del tolerates a namespace that is already gone, and a missing lo.
 func del(a *skel.CmdArgs) error {
-	if a.Netns == "" {
-		return nil
-	}
-	err := netns.Do(a.Netns, func() error {
-		lo, err := netlink.LinkByName("lo")
-		if err != nil {
-			return nil // nothing to undo
-		}
-		return netlink.LinkSetDown(lo)
-	})
-	if err != nil && !netns.Gone(a.Netns) {
+	cont, err := link.OpenIfExists(a.Netns)
+	if cont == nil {
 		return netns.CNIError("loopback", a.Netns, err)
 	}
-	return nil // DEL tolerates a namespace that is already gone
+	defer cont.Close()
+	lo, err := cont.LinkByName("lo")
+	if err != nil {
+		return nil // nothing to undo
+	}
+	if err := cont.H.LinkSetDown(lo); err != nil && !netns.Gone(a.Netns) {
+		return netns.CNIError("loopback", a.Netns, err)
+	}
+	return nil
 }
 
 func check(a *skel.CmdArgs) error {
-	return netns.CNIError("loopback", a.Netns, netns.Do(a.Netns, func() error {
-		lo, err := netlink.LinkByName("lo")
-		if err != nil {
-			return fmt.Errorf("find lo: %w", err)
-		}
-		if lo.Attrs().Flags&net.FlagUp == 0 {
-			return spec.Errorf(spec.ErrInternal, "loopback interface lo in %s is down", a.Netns)
-		}
-		return nil
-	}))
+	cont, err := link.OpenContainer(a.Netns)
+	if err != nil {
+		return netns.CNIError("loopback", a.Netns, err)
+	}
+	defer cont.Close()
+	lo, err := cont.LinkByName("lo")
+	if err != nil {
+		return netns.CNIError("loopback", a.Netns, fmt.Errorf("find lo: %w", err))
+	}
+	if lo.Attrs().Flags&net.FlagUp == 0 {
+		return spec.Errorf(spec.ErrInternal, "loopback interface lo in %s is down", a.Netns)
+	}
+	return nil
 }

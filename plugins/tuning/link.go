@@ -8,6 +8,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/patchbay-cni/patchbay/internal/link"
 	"github.com/patchbay-cni/patchbay/spec"
 )
 
@@ -31,23 +32,13 @@ func stateOf(l netlink.Link) linkState {
 	}
 }
 
-// linkByName looks the attachment's interface up, retrying dumps the
-// kernel interrupted. found is false when it does not exist.
-func linkByName(h *netlink.Handle, name string) (l netlink.Link, found bool, err error) {
-	for range 5 {
-		l, err = h.LinkByName(name)
-		if !errors.Is(err, netlink.ErrDumpInterrupted) && !errors.Is(err, unix.EINTR) {
-			break
-		}
-	}
-	var nf netlink.LinkNotFoundError
-	if errors.As(err, &nf) || errors.Is(err, unix.ENODEV) {
-		return nil, false, nil
-	}
+// findLink looks the attachment's interface up; nil when it does not exist.
+func findLink(cont *link.NS, name string) (netlink.Link, error) {
+	l, err := cont.FindLink(name)
 	if err != nil {
-		return nil, false, fmt.Errorf("look up interface %q: %w", name, err)
+		return nil, fmt.Errorf("look up interface %q: %w", name, err)
 	}
-	return l, true, nil
+	return l, nil
 }
 
 // setters, in the order ADD applies them (the reference's order).

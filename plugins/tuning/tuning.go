@@ -7,12 +7,14 @@ package tuning
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"net"
 	"os"
 
 	"github.com/vishvananda/netlink"
 
+	"github.com/patchbay-cni/patchbay/internal/link"
 	"github.com/patchbay-cni/patchbay/internal/netns"
 	"github.com/patchbay-cni/patchbay/skel"
 	"github.com/patchbay-cni/patchbay/spec"
@@ -39,14 +41,12 @@ func add(a *skel.CmdArgs) (*spec.Result, error) {
 		return nil, spec.Errorf(spec.ErrInvalidNetworkConfig, "tuning: \"prevResult\" is required: tuning is a chained plugin and must follow an interface plugin")
 	}
 	file := backupPath(c.dataDir, a.ContainerID, a.IfName)
-	err = netns.Do(a.Netns, func() error {
-		h, err := netlink.NewHandle()
-		if err != nil {
-			return fmt.Errorf("open netlink handle: %w", err)
-		}
-		defer h.Close()
-		return apply(a, c, h, file)
-	})
+	cont, err := link.OpenContainer(a.Netns)
+	if err == nil {
+		defer cont.Close()
+		// Inside: the sysctls are the container namespace's.
+		err = cont.Do(func() error { return apply(a, c, cont, file) })
+	}
 	if err != nil {
 		return nil, netns.CNIError("tuning", a.Netns, err)
 	}
@@ -55,17 +55,15 @@ func add(a *skel.CmdArgs) (*spec.Result, error) {
 
 // apply saves what it is about to replace, then makes the changes. On a
 // failure it puts back what it changed and the saved file as it was.
-func apply(a *skel.CmdArgs, c *config, h *netlink.Handle, file string) error {
+func apply(a *skel.CmdArgs, c *config, cont *link.NS, file string) (err error) {
 	if len(c.sysctls) == 0 && !c.changesLink() {
 		return nil
 	}
 	var l netlink.Link
 	if c.changesLink() {
-		var found bool
-		var err error
-		if l, found, err = linkByName(h, a.IfName); err != nil {
+		if l, err = findLink(cont, a.IfName); err != nil {
 			return err
-		} else if !found {
+		} else if l == nil {
 			return spec.Errorf(spec.ErrInternal, "tuning: interface %q not found in %s", a.IfName, a.Netns)
 		}
 	}
@@ -114,21 +112,19 @@ func apply(a *skel.CmdArgs, c *config, h *netlink.Handle, file string) error {
 		}
 		fillUnset(&keep, before)
 	}
+	var undo link.Undo
+	defer undo.Unwind(&err)
 	if err := writeSaved(file, &keep); err != nil {
 		return err
 	}
-	if err := change(h, l, c); err != nil {
-		for _, rerr := range restore(h, a.IfName, before) {
-			a.Log.Warn("rollback after failed ADD", "error", rerr)
-		}
+	undo.Push("put back the saved values file", func() error {
 		if hadPrior {
-			writeSaved(file, prior)
-		} else {
-			removeSaved(file)
+			return writeSaved(file, prior)
 		}
-		return err
-	}
-	return nil
+		return removeSaved(file)
+	})
+	undo.Push("restore the replaced values", func() error { return errors.Join(restore(cont, a.IfName, before)...) })
+	return change(cont.H, l, c)
 }
 
 // fillUnset copies into dst the link values dst has not saved yet.
@@ -180,14 +176,16 @@ func change(h *netlink.Handle, l netlink.Link, c *config) error {
 }
 
 // restore puts saved values back and returns what failed. A missing
-// interface skips the link values and its per-interface sysctls.
-func restore(h *netlink.Handle, ifName string, s *saved) []error {
+// interface skips the link values and its per-interface sysctls. It runs
+// inside the container namespace (for the sysctls).
+func restore(cont *link.NS, ifName string, s *saved) []error {
 	var errs []error
-	l, found, err := linkByName(h, ifName)
+	h := cont.H
+	l, err := findLink(cont, ifName)
 	if err != nil {
 		errs = append(errs, err)
 	}
-	if found {
+	if l != nil {
 		if s.MTU != 0 {
 			errs = append(errs, setMTU(h, l, s.MTU))
 		}
@@ -291,16 +289,16 @@ func del(a *skel.CmdArgs) error {
 		a.Log.Warn("dropping unreadable saved values", "error", err)
 		return removeSaved(file)
 	}
-	if a.Netns == "" || !netns.Exists(a.Netns) {
+	cont, err := link.OpenIfExists(a.Netns)
+	if err != nil {
+		return netns.CNIError("tuning", a.Netns, err)
+	}
+	if cont == nil {
 		return removeSaved(file) // nothing left to restore into
 	}
-	err = netns.Do(a.Netns, func() error {
-		h, err := netlink.NewHandle()
-		if err != nil {
-			return fmt.Errorf("open netlink handle: %w", err)
-		}
-		defer h.Close()
-		for _, rerr := range restore(h, a.IfName, s) {
+	defer cont.Close()
+	err = cont.Do(func() error {
+		for _, rerr := range restore(cont, a.IfName, s) {
 			a.Log.Warn("could not restore a value", "error", rerr)
 		}
 		return nil
@@ -325,7 +323,12 @@ func check(a *skel.CmdArgs) error {
 			}
 		}
 	}
-	return netns.CNIError("tuning", a.Netns, netns.Do(a.Netns, func() error {
+	cont, err := link.OpenContainer(a.Netns)
+	if err != nil {
+		return netns.CNIError("tuning", a.Netns, err)
+	}
+	defer cont.Close()
+	return netns.CNIError("tuning", a.Netns, cont.Do(func() error {
 		for _, s := range c.sysctls {
 			cur, err := readSysctl(s)
 			if err != nil {
@@ -335,16 +338,11 @@ func check(a *skel.CmdArgs) error {
 				return spec.Errorf(spec.ErrInternal, "tuning: sysctl %q is %q, configured %q", s.key, cur, s.value)
 			}
 		}
-		h, err := netlink.NewHandle()
-		if err != nil {
-			return fmt.Errorf("open netlink handle: %w", err)
-		}
-		defer h.Close()
-		l, found, err := linkByName(h, a.IfName)
+		l, err := findLink(cont, a.IfName)
 		if err != nil {
 			return err
 		}
-		if !found {
+		if l == nil {
 			return spec.Errorf(spec.ErrInternal, "tuning: interface %q not found in %s", a.IfName, a.Netns)
 		}
 		return compare(a.IfName, c, stateOf(l))
