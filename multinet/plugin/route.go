@@ -2,13 +2,13 @@ package plugin
 
 import (
 	"fmt"
-	"net"
 	"net/netip"
 	"slices"
 
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
-	"github.com/patchbay-cni/patchbay/internal/netns"
+	"github.com/patchbay-cni/patchbay/internal/link"
 	"github.com/patchbay-cni/patchbay/spec"
 )
 
@@ -27,53 +27,48 @@ func (inv *invocation) applyDefaultRoute(plan *Plan, _ []*spec.Result) error {
 	if att == nil {
 		return nil
 	}
-	err := netns.Do(inv.args.Netns, func() error {
-		h, err := netlink.NewHandle(netlink.FAMILY_V4, netlink.FAMILY_V6)
-		if err != nil {
-			return err
-		}
-		defer h.Close()
-		link, err := h.LinkByName(att.IfName)
-		if err != nil {
-			return fmt.Errorf("interface %s: %w", att.IfName, err)
-		}
-		for _, fam := range []int{netlink.FAMILY_V4, netlink.FAMILY_V6} {
-			routes, err := h.RouteListFiltered(fam, &netlink.Route{Table: 254}, netlink.RT_FILTER_TABLE)
-			if err != nil {
-				return err
-			}
-			for _, r := range routes {
-				if r.Dst == nil || isDefault(r.Dst) {
-					r := r
-					if err := h.RouteDel(&r); err != nil {
-						return fmt.Errorf("removing default route %v: %w", r, err)
-					}
-				}
-			}
-		}
-		for i, gw := range att.DefaultRoute {
-			ip := net.ParseIP(gw)
-			r := &netlink.Route{LinkIndex: link.Attrs().Index, Gw: ip, Priority: i}
-			if ip.To4() == nil {
-				r.Dst = &net.IPNet{IP: net.IPv6zero, Mask: net.CIDRMask(0, 128)}
-			} else {
-				r.Dst = &net.IPNet{IP: net.IPv4zero.To4(), Mask: net.CIDRMask(0, 32)}
-			}
-			if err := h.RouteAdd(r); err != nil {
-				return fmt.Errorf("adding default route via %s dev %s: %w", gw, att.IfName, err)
-			}
-		}
-		return nil
-	})
-	if err != nil {
+	if err := replaceDefaultRoutes(inv.args.Netns, att.IfName, att.DefaultRoute); err != nil {
 		return spec.Errorf(spec.ErrInternal, "multinet: default-route of %s: %v", describe(att), err)
 	}
 	return nil
 }
 
-func isDefault(n *net.IPNet) bool {
-	ones, _ := n.Mask.Size()
-	return ones == 0
+// replaceDefaultRoutes removes every main-table default route in the
+// namespace at nsPath and adds one through ifName per gateway, the first
+// of each family with the lowest metric.
+func replaceDefaultRoutes(nsPath, ifName string, gateways []string) error {
+	pod, err := link.Open(nsPath)
+	if err != nil {
+		return err
+	}
+	defer pod.Close()
+	l, err := pod.LinkByName(ifName)
+	if err != nil {
+		return fmt.Errorf("interface %s: %w", ifName, err)
+	}
+	routes, err := pod.RouteListFiltered(netlink.FAMILY_ALL, &netlink.Route{Table: unix.RT_TABLE_MAIN}, netlink.RT_FILTER_TABLE)
+	if err != nil {
+		return err
+	}
+	for _, r := range routes {
+		if link.IsDefaultDst(r.Dst) {
+			if err := pod.H.RouteDel(&r); err != nil {
+				return fmt.Errorf("removing default route %v: %w", r, err)
+			}
+		}
+	}
+	for i, gw := range gateways {
+		ip, err := netip.ParseAddr(gw) // from the selection's parsed addresses
+		if err != nil {
+			return fmt.Errorf("gateway %q: %w", gw, err)
+		}
+		ip = ip.Unmap()
+		r := &netlink.Route{LinkIndex: l.Attrs().Index, Dst: link.IPNet(link.DefaultDst(ip)), Gw: ip.AsSlice(), Priority: i}
+		if err := pod.H.RouteAdd(r); err != nil {
+			return fmt.Errorf("adding default route via %s dev %s: %w", gw, ifName, err)
+		}
+	}
+	return nil
 }
 
 // routeResults makes the results say what applyDefaultRoute did, as
@@ -103,11 +98,7 @@ func (inv *invocation) routeResults(plan *Plan, results []*spec.Result) {
 			if err != nil {
 				continue
 			}
-			dst := netip.PrefixFrom(netip.IPv6Unspecified(), 0)
-			if ip.Is4() {
-				dst = netip.PrefixFrom(netip.IPv4Unspecified(), 0)
-			}
-			r.Routes = append(r.Routes, &spec.Route{Dst: dst, GW: ip})
+			r.Routes = append(r.Routes, &spec.Route{Dst: link.DefaultDst(ip), GW: ip})
 		}
 		if err := inv.rewriteCachedResult(att, r); err != nil {
 			inv.log.Warn("default-route: the cached result keeps the old routes (CHECK may fail)", "attachment", describe(att), "error", err)
