@@ -38,7 +38,7 @@ func Current() (*NS, error) {
 }
 
 // Open opens the namespace at path. A missing or non-namespace path gives
-// an error for which IsNSGone is true.
+// an error for which isNSGone is true.
 func Open(path string) (*NS, error) {
 	if !netns.Exists(path) {
 		return nil, &nsGoneError{path: path}
@@ -59,7 +59,7 @@ func Open(path string) (*NS, error) {
 // namespace is CNI code 3 (unknown container).
 func OpenContainer(path string) (*NS, error) {
 	n, err := Open(path)
-	if IsNSGone(err) {
+	if isNSGone(err) {
 		return nil, spec.Errorf(spec.ErrUnknownContainer, "network namespace %q does not exist", path)
 	}
 	return n, err
@@ -91,7 +91,7 @@ func OpenIfExists(path string) (*NS, error) {
 		return nil, nil
 	}
 	n, err := Open(path)
-	if IsNSGone(err) {
+	if isNSGone(err) {
 		return nil, nil
 	}
 	return n, err
@@ -123,8 +123,8 @@ func (e *nsGoneError) Error() string {
 	return fmt.Sprintf("network namespace %q does not exist", e.path)
 }
 
-// IsNSGone reports whether err says a namespace path no longer exists.
-func IsNSGone(err error) bool {
+// isNSGone reports whether err says a namespace path no longer exists.
+func isNSGone(err error) bool {
 	var g *nsGoneError
 	return errors.As(err, &g)
 }
@@ -199,11 +199,6 @@ func (n *NS) LinkByIndex(idx int) (netlink.Link, error) {
 // AddrList lists a link's addresses of a family (netlink.FAMILY_*).
 func (n *NS) AddrList(l netlink.Link, family int) ([]netlink.Addr, error) {
 	return retry(func() ([]netlink.Addr, error) { return n.H.AddrList(l, family) })
-}
-
-// RouteList lists the main-table routes of a link (nil link: all links).
-func (n *NS) RouteList(l netlink.Link, family int) ([]netlink.Route, error) {
-	return retry(func() ([]netlink.Route, error) { return n.H.RouteList(l, family) })
 }
 
 // RouteListFiltered lists routes matching filter.
