@@ -26,20 +26,30 @@ func tempName() string {
 // it (kernels have checked the name in the creating namespace too; the
 // reference plugins create under a temporary name for the same reason).
 // dst may be n itself (linkInContainer): then the link is created under
-// name at once. l's Name and Namespace are overwritten. It returns the
-// new link as the kernel reports it; a name taken in dst is an error that
-// names it, and leaves nothing behind. The new link is down.
+// name at once, as is a tun/tap device, which the kernel makes in the
+// namespace of the thread opening /dev/net/tun whatever the handle's: it
+// is made from a thread inside dst. l's Name and Namespace are
+// overwritten. It returns the new link as the kernel reports it; a name
+// taken in dst is an error that names it, and leaves nothing behind. The
+// new link is down.
 func (n *NS) AddLinkIn(dst *NS, l netlink.Link, name string) (netlink.Link, error) {
 	at := l.Attrs()
-	if dst == n {
+	if _, tuntap := l.(*netlink.Tuntap); tuntap || dst == n {
 		at.Name, at.Namespace = name, nil
-		if err := retryErr(func() error { return n.H.LinkAdd(l) }); err != nil {
-			if _, lerr := n.LinkByName(name); lerr == nil && errors.Is(err, unix.EEXIST) {
-				return nil, fmt.Errorf("interface %q already exists in %s", name, n)
-			}
-			return nil, fmt.Errorf("create %s %q in %s: %w", l.Type(), name, n, err)
+		add := func() error { return retryErr(func() error { return dst.H.LinkAdd(l) }) }
+		var err error
+		if tuntap {
+			err = dst.Do(add)
+		} else {
+			err = add()
 		}
-		return n.LinkByName(name)
+		if err != nil {
+			if taken, _ := dst.FindLink(name); taken != nil {
+				return nil, fmt.Errorf("interface %q already exists in %s", name, dst)
+			}
+			return nil, fmt.Errorf("create %s %q in %s: %w", l.Type(), name, dst, err)
+		}
+		return dst.LinkByName(name)
 	}
 	at.Namespace = netlink.NsFd(dst.Fd())
 	var err error

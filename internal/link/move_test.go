@@ -51,7 +51,8 @@ func noTempLinks(t *testing.T, nss ...string) {
 // straight into the container, while the host has a link of the final
 // name: the temporary name keeps them apart. A name taken in the
 // container fails by name and leaves nothing. With linkInContainer the
-// master and the link are in the container.
+// master and the link are in the container. tun/tap devices land in the
+// container too.
 func TestAddLinkIn(t *testing.T) {
 	host, hostPath := testutil.NewNS(t, "lmh")
 	cont, contPath := testutil.NewNS(t, "lmc")
@@ -97,10 +98,25 @@ func TestAddLinkIn(t *testing.T) {
 		if _, err := c.AddLinkIn(c, mv(cm.Attrs().Index), "net1"); err == nil || !strings.Contains(err.Error(), `"net1" already exists`) {
 			t.Errorf("linkInContainer, name taken: %v", err)
 		}
+
+		// A tap device, asked of the host's handle, is born in the
+		// container: /dev/net/tun is opened from a thread inside it.
+		tap := func() *netlink.Tuntap {
+			return &netlink.Tuntap{LinkAttrs: netlink.NewLinkAttrs(), Mode: netlink.TUNTAP_MODE_TAP}
+		}
+		if tl, err := h.AddLinkIn(c, tap(), "tap0"); err != nil || tl.Attrs().Name != "tap0" || tl.Type() != "tuntap" {
+			t.Errorf("tap: %v", err)
+		}
+		if _, err := h.AddLinkIn(c, tap(), "eth0"); err == nil || !strings.Contains(err.Error(), `"eth0" already exists in `+contPath) {
+			t.Errorf("tap, name taken: %v", err)
+		}
 		return nil
 	})
 	noTempLinks(t, host, cont)
-	if got := strings.Join(links(t, cont), " "); got != "cmaster0 cpeer0 eth0 lo net1" {
+	if hasLink(t, host, "tap0") {
+		t.Error("tap0 was made in the host namespace")
+	}
+	if got := strings.Join(links(t, cont), " "); got != "cmaster0 cpeer0 eth0 lo net1 tap0" {
 		t.Errorf("container links = %s", got)
 	}
 }
