@@ -11,8 +11,8 @@ import (
 
 	"github.com/vishvananda/netlink"
 
+	"github.com/patchbay-cni/patchbay/internal/firewall"
 	"github.com/patchbay-cni/patchbay/internal/link"
-	"github.com/patchbay-cni/patchbay/internal/masq"
 	"github.com/patchbay-cni/patchbay/skel"
 	"github.com/patchbay-cni/patchbay/spec"
 )
@@ -55,6 +55,8 @@ func add(a *skel.CmdArgs) (res *spec.Result, err error) {
 	if err := cont.CheckNameFree(a.IfName); err != nil {
 		return nil, err
 	}
+	fw := firewall.NewSession() // one nftables connection for the whole ADD, opened on first use
+	defer fw.Close()
 
 	// From here on a failure removes what this ADD made.
 	var cleanups []func()
@@ -96,10 +98,10 @@ func add(a *skel.CmdArgs) (res *spec.Result, err error) {
 
 	if c.MacSpoofChk {
 		id := a.ContainerID + "-" + a.IfName
-		if err = masq.SpoofCheckSetup(hostV.Attrs().Name, res.Interfaces[idxCont].Mac, id); err != nil {
+		if err = fw.SetupSpoofCheck(hostV.Attrs().Name, res.Interfaces[idxCont].Mac, id); err != nil {
 			return nil, err
 		}
-		cleanups = append(cleanups, func() { masq.SpoofCheckTeardown(id) })
+		cleanups = append(cleanups, func() { fw.TeardownSpoofCheck(id) })
 	}
 
 	if c.IPAM.Type == "" {
@@ -136,8 +138,8 @@ func add(a *skel.CmdArgs) (res *spec.Result, err error) {
 		}
 	}
 	if c.IPMasq {
-		key := masq.Key{Network: c.Name, IfName: a.IfName, ContainerID: a.ContainerID}
-		if err = masq.Setup(c.IPMasqBackend, addrs(res.IPs), key); err != nil {
+		key := firewall.Attachment{Network: c.Name, IfName: a.IfName, ContainerID: a.ContainerID}
+		if err = fw.SetupMasquerade(firewall.Kind(c.IPMasqBackend), addrs(res.IPs), key); err != nil {
 			return nil, err
 		}
 	}
@@ -284,8 +286,10 @@ func del(a *skel.CmdArgs) error {
 			return err
 		}
 	}
+	fw := firewall.NewSession()
+	defer fw.Close()
 	if c.MacSpoofChk {
-		if err := masq.SpoofCheckTeardown(a.ContainerID + "-" + a.IfName); err != nil {
+		if err := fw.TeardownSpoofCheck(a.ContainerID + "-" + a.IfName); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -293,8 +297,8 @@ func del(a *skel.CmdArgs) error {
 		if len(removed) == 0 && a.Conf.PrevResult != nil {
 			removed = addrs(a.Conf.PrevResult.IPs) // iptables needs addresses; nftables does not
 		}
-		key := masq.Key{Network: c.Name, IfName: a.IfName, ContainerID: a.ContainerID}
-		if err := masq.Teardown(c.IPMasqBackend, removed, key); err != nil {
+		key := firewall.Attachment{Network: c.Name, IfName: a.IfName, ContainerID: a.ContainerID}
+		if err := fw.TeardownMasquerade(firewall.Kind(c.IPMasqBackend), removed, key); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -324,7 +328,9 @@ func gc(a *skel.CmdArgs) error {
 		return err
 	}
 	if c.IPMasq {
-		return masq.GC(c.Name, c.Attachments())
+		fw := firewall.NewSession()
+		defer fw.Close()
+		return fw.GCMasquerade(c.Name, c.Attachments())
 	}
 	return nil
 }

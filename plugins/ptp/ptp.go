@@ -11,8 +11,8 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/patchbay-cni/patchbay/internal/firewall"
 	"github.com/patchbay-cni/patchbay/internal/link"
-	"github.com/patchbay-cni/patchbay/internal/masq"
 	"github.com/patchbay-cni/patchbay/skel"
 	"github.com/patchbay-cni/patchbay/spec"
 )
@@ -55,7 +55,7 @@ func load(a *skel.CmdArgs) (*Config, error) {
 	if c.MTU < 0 || c.MTU > 65535 || (c.MTU > 0 && c.MTU < 68) {
 		return nil, spec.Errorf(spec.ErrInvalidNetworkConfig, "\"mtu\" value %d is invalid: must be 0 (kernel default) or between 68 and 65535", c.MTU)
 	}
-	if err := masq.ValidateBackend(c.IPMasqBackend); err != nil {
+	if _, err := firewall.ParseKind("ipMasqBackend", c.IPMasqBackend, firewall.NFTables); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -126,8 +126,10 @@ func add(a *skel.CmdArgs) (res *spec.Result, err error) {
 		for _, ipc := range res.IPs {
 			ips = append(ips, ipc.Address)
 		}
-		key := masq.Key{Network: c.Name, IfName: a.IfName, ContainerID: a.ContainerID}
-		if err = masq.Setup(c.IPMasqBackend, ips, key); err != nil {
+		key := firewall.Attachment{Network: c.Name, IfName: a.IfName, ContainerID: a.ContainerID}
+		fw := firewall.NewSession()
+		defer fw.Close()
+		if err = fw.SetupMasquerade(firewall.Kind(c.IPMasqBackend), ips, key); err != nil {
 			return nil, err
 		}
 	}
@@ -205,7 +207,9 @@ func del(a *skel.CmdArgs) error {
 				removed = append(removed, ipc.Address)
 			}
 		}
-		return masq.Teardown(c.IPMasqBackend, removed, masq.Key{Network: c.Name, IfName: a.IfName, ContainerID: a.ContainerID})
+		fw := firewall.NewSession()
+		defer fw.Close()
+		return fw.TeardownMasquerade(firewall.Kind(c.IPMasqBackend), removed, firewall.Attachment{Network: c.Name, IfName: a.IfName, ContainerID: a.ContainerID})
 	}
 	return nil
 }
@@ -266,7 +270,9 @@ func gc(a *skel.CmdArgs) error {
 		return err
 	}
 	if c.IPMasq {
-		return masq.GC(c.Name, c.Attachments())
+		fw := firewall.NewSession()
+		defer fw.Close()
+		return fw.GCMasquerade(c.Name, c.Attachments())
 	}
 	return nil
 }
