@@ -74,7 +74,7 @@ func newTx(s *Session, c *nftables.Conn) *nftTx {
 		rules: map[string][]*nftables.Rule{}, tables: map[string]bool{}, chains: map[string]bool{}, shared: map[string]bool{}}
 }
 
-func tkey(t *nftables.Table) string                 { return fmt.Sprintf("%d %s", t.Family, t.Name) }
+func tkey(t *nftables.Table) string               { return fmt.Sprintf("%d %s", t.Family, t.Name) }
 func ckey(t *nftables.Table, chain string) string { return tkey(t) + " " + chain }
 
 // present lists the table's chains (one dump per family and transaction);

@@ -15,15 +15,17 @@ import (
 
 func iptTokens(fam Family, r *Rule) ([]string, error) {
 	var out []string
+	// The comment first: iptables-save prints modules in the order given,
+	// and a comment in front is what operators (and our tests) look for.
+	if !r.Comment.IsZero() {
+		out = append(out, "-m", "comment", "--comment", r.Comment.s)
+	}
 	for _, m := range r.Match {
 		t, err := iptMatch(fam, m)
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, t...)
-	}
-	if !r.Comment.IsZero() {
-		out = append(out, "-m", "comment", "--comment", r.Comment.s)
 	}
 	v, err := iptVerdict(r.Verdict)
 	if err != nil {
