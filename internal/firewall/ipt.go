@@ -55,7 +55,9 @@ func iptSave(f Family, table string) (*iptState, error) {
 	return parseIPTSave(string(out)), nil
 }
 
-var failedLine = regexp.MustCompile(`line (\d+) failed`)
+// failedLine finds the line number in iptables-restore's error output
+// ("line N failed", or "Error occurred at line: N").
+var failedLine = regexp.MustCompile(`line:? (\d+)`)
 
 func iptRestore(f Family, s *iptScript) error {
 	in := s.String()

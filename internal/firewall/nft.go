@@ -242,9 +242,41 @@ func (tx *nftTx) commit() error {
 		return err
 	}
 	if err := tx.c.Flush(); err != nil {
-		return fmt.Errorf("nftables transaction of %d messages: %w", tx.msgs, err)
+		return &batchError{err: err, msg: fmt.Sprintf("nftables transaction of %d messages: %s", tx.msgs, summarize(err))}
 	}
 	return nil
+}
+
+// batchError keeps a failed commit's errors (for errors.Is) under a short
+// message: the library joins one error per refused message, and a refused
+// batch of 2000 rules would otherwise make a 2000-line CNI error.
+type batchError struct {
+	err error
+	msg string
+}
+
+func (e *batchError) Error() string { return e.msg }
+func (e *batchError) Unwrap() error { return e.err }
+
+// summarize lists an error's distinct lines, each once with its count.
+func summarize(err error) string {
+	var order []string
+	n := map[string]int{}
+	for _, l := range strings.Split(err.Error(), "\n") {
+		if l = strings.TrimSpace(l); l == "" {
+			continue
+		}
+		if n[l] == 0 {
+			order = append(order, l)
+		}
+		n[l]++
+	}
+	for i, l := range order {
+		if n[l] > 1 {
+			order[i] = fmt.Sprintf("%s (%d times)", l, n[l])
+		}
+	}
+	return strings.Join(order, "; ")
 }
 
 func (b *nftBackend) Apply(rss ...*Ruleset) error {

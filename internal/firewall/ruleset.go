@@ -199,3 +199,47 @@ func (rs *Ruleset) rulesIn(chain Name) []*Rule {
 	}
 	return out
 }
+
+// DryRun renders rulesets as backend k would write them, without touching
+// the kernel: for iptables the restore lines, for nftables one line per
+// rule naming its chain and expression count. Tests and fuzzers use it to
+// check that every value that passed validation renders.
+func DryRun(k Kind, rss ...*Ruleset) ([]string, error) {
+	var out []string
+	for _, rs := range rss {
+		if err := rs.validate(); err != nil {
+			return nil, err
+		}
+		if k == IPTables {
+			empty := &iptState{chains: map[string]bool{}, rules: map[string][]*iptRule{}}
+			for _, ch := range rs.Shared {
+				if ch.Hook != nil {
+					empty.chains[ch.Name.s] = true // built-in chains exist
+				}
+			}
+			fwd, undo, err := planIPT(empty, rs)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, strings.Split(strings.TrimSuffix(fwd.String()+undo.String(), "\n"), "\n")...)
+			continue
+		}
+		t, err := nftTable(rs.Table)
+		if err != nil {
+			return nil, err
+		}
+		var all []Rule
+		for _, ch := range append(append([]*Chain{}, rs.Shared...), rs.Owned...) {
+			all = append(all, ch.Rules...)
+		}
+		all = append(all, rs.Rules...)
+		for i := range all {
+			ex, err := nftExprs(t.Family, &all[i])
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, fmt.Sprintf("%s: %d expressions", all[i].Chain, len(ex)))
+		}
+	}
+	return out, nil
+}

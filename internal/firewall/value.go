@@ -172,6 +172,9 @@ func ParseIfName(key, s string, wildcard byte) (IfName, error) {
 		return IfName{}, Invalid(key, s, fmt.Sprintf("an interface name is at most %d characters", maxIfName))
 	case strings.ContainsAny(n.s, "/: \"'\\*+") || n.s == "." || n.s == "..":
 		return IfName{}, Invalid(key, s, "not a usable interface name")
+	case n.s[0] == '-' || n.s[0] == '!':
+		// iptables would read it as an option or a negation.
+		return IfName{}, Invalid(key, s, "an interface name starting with '-' or '!' is refused")
 	}
 	return n, nil
 }
