@@ -9,8 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-
-	"golang.org/x/sys/unix"
 )
 
 // The iptables backend reads a table with iptables-save and changes it with
@@ -30,18 +28,6 @@ func tool(f Family, what string) string {
 		return "ip6tables-" + what
 	}
 	return "iptables-" + what
-}
-
-func withLock(f func() error) error {
-	fd, err := unix.Open(iptLock, unix.O_CREAT|unix.O_RDWR|unix.O_CLOEXEC, 0o600)
-	if err != nil {
-		return fmt.Errorf("open %s: %w", iptLock, err)
-	}
-	defer unix.Close(fd)
-	if err := unix.Flock(fd, unix.LOCK_EX); err != nil {
-		return fmt.Errorf("lock %s: %w", iptLock, err)
-	}
-	return f()
 }
 
 func iptSave(f Family, table string) (*iptState, error) {
@@ -254,7 +240,7 @@ func (b *iptBackend) Apply(rss ...*Ruleset) error {
 			return fmt.Errorf("firewall: an iptables ruleset needs a family")
 		}
 	}
-	return withLock(func() error {
+	return withLock(iptLock, func() error {
 		type done struct {
 			fam  Family
 			undo *iptScript
@@ -309,7 +295,7 @@ func (b *iptBackend) Remove(sel Selector) error {
 	if err != nil {
 		return err
 	}
-	return withLock(func() error {
+	return withLock(iptLock, func() error {
 		var errs []error
 		fams := families(sel.Table.Family)
 		for _, fam := range fams {

@@ -95,7 +95,7 @@ func iptMatch(fam Family, m Match) ([]string, error) {
 	case CtState:
 		return append([]string{"-m", "conntrack"}, not(m.Not, "--ctstate", strings.Join(m.States, ","))...), nil
 	case CtDNAT:
-		return []string{"-m", "conntrack", "--ctstatus", "DNAT"}, nil
+		return []string{"-m", "conntrack", "--ctstate", "DNAT"}, nil
 	case EtherSrc:
 		return []string{"-m", "mac", "--mac-source", m.MAC.String()}, nil
 	}

@@ -76,8 +76,28 @@ func retryable(err error) bool {
 	return false
 }
 
-// nftRetry runs plan-and-commit with the retry policy. After a failed
-// commit the connection may hold replies nobody read: it is replaced.
+// nftLock serialises our nftables read-plan-commit cycles across
+// processes: two first ADDs must not both add a shared chain's entry rule.
+// (nft guards this with the batch's generation ID, which the library
+// cannot send.)
+const nftLock = "/run/patchbay-nftables.lock"
+
+// withLock runs f holding an exclusive flock on path.
+func withLock(path string, f func() error) error {
+	fd, err := unix.Open(path, unix.O_CREAT|unix.O_RDWR|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", path, err)
+	}
+	defer unix.Close(fd)
+	if err := unix.Flock(fd, unix.LOCK_EX); err != nil {
+		return fmt.Errorf("lock %s: %w", path, err)
+	}
+	return f()
+}
+
+// nftRetry runs plan-and-commit with the retry policy, under the lock.
+// After a failed commit the connection may hold replies nobody read: it is
+// replaced.
 func (s *Session) nftRetry(f func(tx *nftTx) error) error {
 	var err error
 	for i := 0; i < attempts; i++ {
@@ -85,7 +105,7 @@ func (s *Session) nftRetry(f func(tx *nftTx) error) error {
 		if c, err = s.conn(); err != nil {
 			return err
 		}
-		err = f(newTx(s, c))
+		err = withLock(nftLock, func() error { return f(newTx(s, c)) })
 		if err == nil {
 			return nil
 		}
