@@ -2,7 +2,6 @@ package firewall
 
 import (
 	"net/netip"
-	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -75,25 +74,6 @@ func everyMatch(t *testing.T, k Kind, fam Family, owner string) *Ruleset {
 	return rs
 }
 
-var counters = regexp.MustCompile(`\[\d+:\d+\]|packets \d+ bytes \d+`)
-
-func state(t *testing.T, ns string) string {
-	t.Helper()
-	var b strings.Builder
-	for _, cmd := range [][]string{{"iptables-save"}, {"ip6tables-save"}, {"nft", "list", "ruleset"}} {
-		out, err := testutil.InNS(t, ns, cmd...)
-		if err != nil {
-			t.Fatalf("%v: %v: %s", cmd, err, out)
-		}
-		for _, l := range strings.Split(out, "\n") {
-			if !strings.HasPrefix(l, "#") {
-				b.WriteString(counters.ReplaceAllString(l, "") + "\n")
-			}
-		}
-	}
-	return b.String()
-}
-
 // TestBackendsRoundTrip: a ruleset with every match and verdict, in both
 // families and both backends, is applied; CHECK of it passes (so what the
 // kernel and iptables-save give back compares equal to what we render); a
@@ -111,7 +91,7 @@ func TestBackendsRoundTrip(t *testing.T) {
 	}
 	for _, k := range []Kind{IPTables, NFTables} {
 		for _, fam := range []Family{IPv4, IPv6} {
-			before := state(t, host)
+			before := testutil.FirewallState(t, host)
 			rs := everyMatch(t, k, fam, "owner1")
 			err := netns.Do(hostPath, func() error {
 				s := NewSession()
@@ -121,7 +101,7 @@ func TestBackendsRoundTrip(t *testing.T) {
 					t.Fatalf("%s %s: Apply: %v", k, fam, err)
 				}
 				if err := b.Check(rs); err != nil {
-					t.Fatalf("%s %s: Check after Apply: %v\n%s", k, fam, err, state(t, host))
+					t.Fatalf("%s %s: Check after Apply: %v\n%s", k, fam, err, testutil.FirewallState(t, host))
 				}
 				if n := pending(t, s, k, rs); n != 0 {
 					t.Fatalf("%s %s: a second Apply would write %d things", k, fam, n)
@@ -168,7 +148,7 @@ func TestBackendsRoundTrip(t *testing.T) {
 					t.Fatalf("nft delete table: %v: %s", err, out)
 				}
 			}
-			if after := state(t, host); after != before {
+			if after := testutil.FirewallState(t, host); after != before {
 				t.Fatalf("%s %s: left behind:\nbefore:\n%s\nafter:\n%s", k, fam, before, after)
 			}
 		}

@@ -173,14 +173,3 @@ func (Jump) isVerdict()       {}
 func (Goto) isVerdict()       {}
 func (DNAT) isVerdict()       {}
 func (SetMark) isVerdict()    {}
-
-// target is the chain a verdict leads to, if any.
-func target(v Verdict) (Name, bool) {
-	switch v := v.(type) {
-	case Jump:
-		return v.Chain, true
-	case Goto:
-		return v.Chain, true
-	}
-	return Name{}, false
-}

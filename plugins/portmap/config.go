@@ -286,6 +286,25 @@ func containerIPs(res *spec.Result, ifName string) (v4, v6 netip.Prefix) {
 	return v4, v6
 }
 
+// family is the container's address of one family, with its conditions.
+type family struct {
+	fam   firewall.Family
+	cont  netip.Addr
+	net   netip.Prefix
+	conds []firewall.Match
+}
+
+// families are the IP families the container has an address of.
+func (r *request) families() []family {
+	var out []family
+	for _, f := range []family{{firewall.IPv4, r.ContV4, r.Net4, r.CondV4}, {firewall.IPv6, r.ContV6, r.Net6, r.CondV6}} {
+		if f.cont.IsValid() {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
 // setContainer fills the container addresses from prevResult.
 func (r *request) setContainer(res *spec.Result, ifName string) error {
 	r.Net4, r.Net6 = containerIPs(res, ifName)

@@ -3,34 +3,12 @@ package portmap
 import (
 	"encoding/json"
 	"os/exec"
-	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/patchbay-cni/patchbay/internal/testutil"
 	"github.com/patchbay-cni/patchbay/spec"
 )
-
-// firewallState is everything iptables, ip6tables and nftables hold in the
-// netns, without the tools' timestamp comments and packet counters.
-func firewallState(t *testing.T, ns string) string {
-	t.Helper()
-	var b strings.Builder
-	for _, cmd := range [][]string{{"iptables-save"}, {"ip6tables-save"}, {"nft", "list", "ruleset"}} {
-		out, err := testutil.InNS(t, ns, cmd...)
-		if err != nil {
-			t.Fatalf("%v: %v: %s", cmd, err, out)
-		}
-		for _, l := range strings.Split(out, "\n") {
-			if !strings.HasPrefix(l, "#") {
-				b.WriteString(counters.ReplaceAllString(l, "[counters]") + "\n")
-			}
-		}
-	}
-	return b.String()
-}
-
-var counters = regexp.MustCompile(`\[\d+:\d+\]`)
 
 // hostRules gives the host test netns rules of its own in filter and nat,
 // so that a flush or an added rule would show.
@@ -61,7 +39,7 @@ func TestInjectionRefused(t *testing.T) {
 	tp := newTopo(t, 1)
 	c0 := tp.c[0]
 	hostRules(t, tp.host)
-	before := firewallState(t, tp.host)
+	before := testutil.FirewallState(t, tp.host)
 	good := []spec.PortMapping{{HostPort: 8080, ContainerPort: 80, Protocol: "tcp"}}
 	for _, tc := range []struct {
 		name  string
@@ -136,7 +114,7 @@ func TestInjectionRefused(t *testing.T) {
 			if out, code := runIn(t, tp.hostPath, "DEL", "ctr0", "eth0", c0.path, conf); code != 0 && tc.key != "name" {
 				t.Fatalf("DEL: exit %d: %s", code, out)
 			}
-			if after := firewallState(t, tp.host); after != before {
+			if after := testutil.FirewallState(t, tp.host); after != before {
 				t.Fatalf("the host's firewall changed:\nbefore:\n%s\nafter:\n%s", before, after)
 			}
 		})

@@ -47,15 +47,7 @@ func iptRulesets(r *request) []*firewall.Ruleset {
 	if r.ExternalMark {
 		setMark = r.SetMarkChain
 	}
-	for _, f := range []struct {
-		fam   firewall.Family
-		cont  netip.Addr
-		net   netip.Prefix
-		conds []firewall.Match
-	}{{firewall.IPv4, r.ContV4, r.Net4, r.CondV4}, {firewall.IPv6, r.ContV6, r.Net6, r.CondV6}} {
-		if !f.cont.IsValid() {
-			continue
-		}
+	for _, f := range r.families() {
 		v6 := f.fam == firewall.IPv6
 		toLocal := []firewall.Rule{{Match: []firewall.Match{firewall.AddrType{Dst: true, Type: "LOCAL"}}, Verdict: firewall.Jump{Chain: iptDNAT}}}
 		rs := &firewall.Ruleset{

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/patchbay-cni/patchbay/internal/testutil"
 	"github.com/patchbay-cni/patchbay/spec"
 )
 
@@ -117,7 +118,7 @@ func TestFailedCommitLeavesNothing(t *testing.T) {
 			t.Fatalf("%s: %v: %s", c.tool, err, out)
 		}
 	}
-	before := firewallState(t, tp.host)
+	before := testutil.FirewallState(t, tp.host)
 	maps := manyMappings(1000)
 	for _, tc := range []struct {
 		name  string
@@ -136,7 +137,7 @@ func TestFailedCommitLeavesNothing(t *testing.T) {
 			t.Fatalf("%s: want a code 999 error, got %s", tc.name, out)
 		}
 		t.Logf("%s: %.300s", tc.name, e.Msg)
-		if after := firewallState(t, tp.host); after != before {
+		if after := testutil.FirewallState(t, tp.host); after != before {
 			t.Fatalf("%s: the failed ADD left rules:\nbefore:\n%s\nafter:\n%s", tc.name, before, after)
 		}
 	}

@@ -76,15 +76,7 @@ func nftRuleset(r *request) *firewall.Ruleset {
 	rule := func(chain firewall.Name, fam firewall.Family, v firewall.Verdict, m ...firewall.Match) {
 		rs.Rules = append(rs.Rules, firewall.Rule{Chain: chain, Family: fam, Match: m, Verdict: v, Comment: r.Comment})
 	}
-	for _, f := range []struct {
-		fam   firewall.Family
-		cont  netip.Addr
-		net   netip.Prefix
-		conds []firewall.Match
-	}{{firewall.IPv4, r.ContV4, r.Net4, r.CondV4}, {firewall.IPv6, r.ContV6, r.Net6, r.CondV6}} {
-		if !f.cont.IsValid() {
-			continue
-		}
+	for _, f := range r.families() {
 		v6 := f.fam == firewall.IPv6
 		for _, m := range r.Mappings {
 			if !m.forFamily(v6) {
