@@ -287,3 +287,62 @@ func TestSplitRuleAndCanon(t *testing.T) {
 		t.Fatal("negation is lost")
 	}
 }
+
+// TestFeaturesIdempotent: the masquerade (both backends) and MAC spoof
+// check features write nothing when applied again, and their teardown
+// leaves none of their rules.
+func TestFeaturesIdempotent(t *testing.T) {
+	host, hostPath := testutil.NewNS(t, "fwft")
+	att := Attachment{Network: "net1", IfName: "eth0", ContainerID: "ctr1"}
+	ips := []netip.Prefix{netip.MustParsePrefix("10.1.0.2/24"), netip.MustParsePrefix("fd00:1::2/64")}
+	err := netns.Do(hostPath, func() error {
+		s := NewSession()
+		defer s.Close()
+		for i := 0; i < 2; i++ {
+			if err := s.SetupSpoofCheck("veth1234", "0a:58:0a:01:00:02", "ctr1-eth0"); err != nil {
+				t.Fatal(err)
+			}
+			for _, k := range []Kind{NFTables, IPTables} {
+				if err := s.SetupMasquerade(k, ips, att); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		nft, err := masqNFT(ips, att)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := pending(t, s, NFTables, nft); n != 0 {
+			t.Errorf("masquerade (nftables) applied again would write %d things", n)
+		}
+		ipt, err := masqIPT(ips, att)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, rs := range ipt {
+			if n := pending(t, s, IPTables, rs); n != 0 {
+				t.Errorf("masquerade (iptables %s) applied again would write %d things", rs.Table.Family, n)
+			}
+		}
+		spoof, err := spoofRuleset("veth1234", "0a:58:0a:01:00:02", "ctr1-eth0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := pending(t, s, NFTables, spoof); n != 0 {
+			t.Errorf("macspoofchk applied again would write %d things", n)
+		}
+		if err := s.TeardownSpoofCheck("ctr1-eth0"); err != nil {
+			t.Fatal(err)
+		}
+		return s.TeardownMasquerade(IPTables, ips, att)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := testutil.FirewallState(t, host)
+	for _, gone := range []string{"cni-br-iface", "macspoofchk", "masquerade comment", "CNI-", "id: \\\"ctr1\\\""} {
+		if strings.Contains(st, gone) {
+			t.Errorf("%q left after teardown:\n%s", gone, st)
+		}
+	}
+}

@@ -31,19 +31,30 @@ func spoofNames(id string) (iface, mac Name, cm Comment, err error) {
 // SetupSpoofCheck installs the check for the host port hostIface, allowing
 // only source MAC mac; id is "<containerID>-<ifname>".
 func (s *Session) SetupSpoofCheck(hostIface, mac, id string) error {
+	rs, err := spoofRuleset(hostIface, mac, id)
+	if err != nil {
+		return err
+	}
+	if err := s.Backend(NFTables).Apply(rs); err != nil {
+		return fmt.Errorf("install macspoofchk rules: %w", err)
+	}
+	return nil
+}
+
+func spoofRuleset(hostIface, mac, id string) (*Ruleset, error) {
 	hw, err := net.ParseMAC(mac)
 	if err != nil || len(hw) != 6 {
-		return Invalid("mac", mac, "macspoofchk needs an Ethernet MAC address")
+		return nil, Invalid("mac", mac, "macspoofchk needs an Ethernet MAC address")
 	}
 	port, err := ParseIfName("host interface", hostIface, 0)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	ifc, macc, cm, err := spoofNames(id)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	rs := &Ruleset{
+	return &Ruleset{
 		Table:  spoofTable,
 		Owner:  Owner{Exact: cm.s},
 		Shared: []*Chain{{Name: spoofPrerouting, Hook: &Hook{Type: "filter", Hook: "prerouting", Priority: -300}, Mode: Present}},
@@ -55,11 +66,7 @@ func (s *Session) SetupSpoofCheck(hostIface, mac, id string) error {
 			{Name: ifc, Rules: []Rule{{Comment: cm, Verdict: Jump{Chain: macc}}}},
 		},
 		Rules: []Rule{{Chain: spoofPrerouting, Comment: cm, Match: []Match{Iface{Name: port}}, Verdict: Jump{Chain: ifc}}},
-	}
-	if err := s.Backend(NFTables).Apply(rs); err != nil {
-		return fmt.Errorf("install macspoofchk rules: %w", err)
-	}
-	return nil
+	}, nil
 }
 
 // TeardownSpoofCheck removes the check for id; missing pieces are fine.
