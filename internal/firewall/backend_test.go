@@ -250,7 +250,7 @@ func TestValues(t *testing.T) {
 			t.Errorf("ParseChain(%q): %v", good, err)
 		}
 	}
-	for _, bad := range []string{"", "a\tb", "a\x7f", strings.Repeat("c", 129), "ünï"} {
+	for _, bad := range []string{"", "a\tb", "a\x7f", strings.Repeat("c", 254), "ünï"} {
 		if _, err := NewComment("k", bad); err == nil {
 			t.Errorf("NewComment(%q) accepted", bad)
 		}
@@ -293,13 +293,21 @@ func TestSplitRuleAndCanon(t *testing.T) {
 // leaves none of their rules.
 func TestFeaturesIdempotent(t *testing.T) {
 	host, hostPath := testutil.NewNS(t, "fwft")
-	att := Attachment{Network: "net1", IfName: "eth0", ContainerID: "ctr1"}
 	ips := []netip.Prefix{netip.MustParsePrefix("10.1.0.2/24"), netip.MustParsePrefix("fd00:1::2/64")}
+	// A usual container ID, and one of 300 characters (the spec sets no
+	// limit; names and comments are then shortened with a hash).
+	for _, cid := range []string{"ctr1", strings.Repeat("c", 299) + "1"} {
+		featuresIdempotent(t, host, hostPath, Attachment{Network: "net1", IfName: "eth0", ContainerID: cid}, ips)
+	}
+}
+
+func featuresIdempotent(t *testing.T, host, hostPath string, att Attachment, ips []netip.Prefix) {
+	id := att.ContainerID + "-eth0"
 	err := netns.Do(hostPath, func() error {
 		s := NewSession()
 		defer s.Close()
 		for i := 0; i < 2; i++ {
-			if err := s.SetupSpoofCheck("veth1234", "0a:58:0a:01:00:02", "ctr1-eth0"); err != nil {
+			if err := s.SetupSpoofCheck("veth1234", "0a:58:0a:01:00:02", id); err != nil {
 				t.Fatal(err)
 			}
 			for _, k := range []Kind{NFTables, IPTables} {
@@ -324,14 +332,14 @@ func TestFeaturesIdempotent(t *testing.T) {
 				t.Errorf("masquerade (iptables %s) applied again would write %d things", rs.Table.Family, n)
 			}
 		}
-		spoof, err := spoofRuleset("veth1234", "0a:58:0a:01:00:02", "ctr1-eth0")
+		spoof, err := spoofRuleset("veth1234", "0a:58:0a:01:00:02", id)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if n := pending(t, s, NFTables, spoof); n != 0 {
 			t.Errorf("macspoofchk applied again would write %d things", n)
 		}
-		if err := s.TeardownSpoofCheck("ctr1-eth0"); err != nil {
+		if err := s.TeardownSpoofCheck(id); err != nil {
 			t.Fatal(err)
 		}
 		return s.TeardownMasquerade(IPTables, ips, att)
@@ -340,7 +348,7 @@ func TestFeaturesIdempotent(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := testutil.FirewallState(t, host)
-	for _, gone := range []string{"cni-br-iface", "macspoofchk", "masquerade comment", "CNI-", "id: \\\"ctr1\\\""} {
+	for _, gone := range []string{"cni-br-iface", "macspoofchk", "masquerade comment", "CNI-", "ctr1", "ccc"} {
 		if strings.Contains(st, gone) {
 			t.Errorf("%q left after teardown:\n%s", gone, st)
 		}

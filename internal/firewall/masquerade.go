@@ -54,20 +54,27 @@ func instanceHash(a Attachment) string {
 	return networkHash(a.Network) + "-" + hashPrefix(16, "", a.IfName+":"+a.ContainerID)
 }
 
-// masqComment is the reference's nftables comment, cut to MaxComment.
+// masqComment is the reference's nftables comment, cut as the reference
+// cuts it (the instance hash in front keeps it unique).
 func masqComment(a Attachment) string {
 	strip := func(s string) string { return strings.ReplaceAll(s, `"`, "") }
 	c := fmt.Sprintf("%s, net: %s, if: %s, id: %s", instanceHash(a), strip(a.Network), strip(a.IfName), strip(a.ContainerID))
-	if len(c) > MaxComment {
-		c = c[:MaxComment]
+	if len(c) > nftComment {
+		c = c[:nftComment]
 	}
 	return c
 }
 
-// The reference's iptables names (they ignore the interface name).
+// The reference's iptables names (they ignore the interface name). A
+// comment too long for iptables (the reference fails there) carries
+// shortened, hashed names instead.
 func masqIPTChain(a Attachment) string { return hashPrefix(28, "CNI-", a.Network+a.ContainerID) }
 func masqIPTComment(a Attachment) string {
-	return fmt.Sprintf("name: %q id: %q", a.Network, a.ContainerID)
+	c := fmt.Sprintf("name: %q id: %q", a.Network, a.ContainerID)
+	if len(c) > MaxComment {
+		c = fmt.Sprintf("name: %q id: %q", shortID(a.Network, 100), shortID(a.ContainerID, 130))
+	}
+	return c
 }
 
 // masqNFT is the nftables ruleset of an attachment's addresses.

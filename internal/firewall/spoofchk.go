@@ -17,7 +17,10 @@ var (
 	spoofPrerouting = mustName("PREROUTING")
 )
 
+// spoofNames are the chains and comment of id; an id too long for a
+// 128-byte comment (the reference fails there) is shortened with a hash.
 func spoofNames(id string) (iface, mac Name, cm Comment, err error) {
+	id = shortID(id, nftComment-len("macspoofchk-"))
 	if iface, err = ParseName("macspoofchk chain", "cni-br-iface-"+id); err != nil {
 		return
 	}

@@ -1,6 +1,8 @@
 package firewall
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"strings"
 
@@ -40,9 +42,12 @@ const (
 	// maxNFTName is the longest nftables table or chain name
 	// (NFT_NAME_MAXLEN is 256 with the NUL).
 	maxNFTName = 255
-	// MaxComment is the longest rule comment: nft keeps 128 bytes and
-	// iptables 255; one limit keeps a comment valid in both.
-	MaxComment = 128
+	// MaxComment is the longest rule comment both kernels keep (iptables
+	// 255 bytes, nftables 253 of user data). The nft tool itself takes
+	// only 128 on input, so the comments we build for nftables stay within
+	// nftComment (the reference plugins cut theirs there too).
+	MaxComment = 253
+	nftComment = 128
 	// maxIfName is IFNAMSIZ-1.
 	maxIfName = 15
 )
@@ -117,6 +122,18 @@ func init() {
 		SECMARK CONNSECMARK IDLETIMER LED SET SYNPROXY TEE HMARK CLUSTERIP ECN RATEEST JUMP GOTO`) {
 		builtinTarget[s] = true
 	}
+}
+
+// shortID is id, or when it is longer than max, its first characters and
+// a hash of the whole, max long in all: names and comments built from a
+// long container ID (the spec sets no limit) stay within the kernel's
+// limits and distinct.
+func shortID(id string, max int) string {
+	if len(id) <= max {
+		return id
+	}
+	sum := sha256.Sum256([]byte(id))
+	return id[:max-33] + "-" + hex.EncodeToString(sum[:])[:32]
 }
 
 // mustName is ParseName for this package's own names.
