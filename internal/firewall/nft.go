@@ -330,6 +330,9 @@ func (tx *nftTx) plan(rs *Ruleset) error {
 			continue // an earlier ruleset of this transaction saw to it
 		}
 		tx.shared[ckey(t, ch.Name.s)] = true
+		if ch.Mode == Present && len(ch.Rules) == 0 {
+			continue // it only has to exist
+		}
 		want, err := render(t, ch.Rules)
 		if err != nil {
 			return err
@@ -535,8 +538,9 @@ func (b *nftBackend) Check(rs *Ruleset) error {
 		}
 	}
 	for _, ch := range all {
-		if ch.Mode == Seed && !slices.Contains(rs.Owned, ch) {
-			continue
+		isOwned := slices.Contains(rs.Owned, ch)
+		if !isOwned && (ch.Mode == Seed || len(ch.Rules) == 0 && ch.Mode == Present) {
+			continue // the first user's content, or nothing required
 		}
 		want, err := render(t, ch.Rules)
 		if err != nil {
@@ -546,7 +550,7 @@ func (b *nftBackend) Check(rs *Ruleset) error {
 		if err != nil {
 			return err
 		}
-		if ch.Mode == Present && !slices.Contains(rs.Owned, ch) {
+		if !isOwned && ch.Mode == Present {
 			for _, w := range want {
 				if !slices.ContainsFunc(got, func(g *nftables.Rule) bool { return sameRule(g, w) }) {
 					return fmt.Errorf("nftables chain %s %s lacks a rule it needs", rs.Table, ch.Name)

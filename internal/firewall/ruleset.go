@@ -139,7 +139,9 @@ type Backend interface {
 	// rules are created, the owner's rules are replaced where they differ,
 	// and nothing that is already right is written. All or nothing: one
 	// transaction for nftables; for iptables one restore per table and
-	// family, the ones already committed undone if a later one fails.
+	// family, the ones already committed undone if a later one fails (the
+	// undo removes what they added; an owner's older rules that they
+	// replaced are not put back).
 	Apply(rs ...*Ruleset) error
 	// Check reports the first way in which the kernel differs from rs.
 	Check(rs *Ruleset) error
