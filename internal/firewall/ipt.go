@@ -41,10 +41,6 @@ func iptSave(f Family, table string) (*iptState, error) {
 	return parseIPTSave(string(out)), nil
 }
 
-// failedLine finds the line number in iptables-restore's error output
-// ("line N failed", or "Error occurred at line: N").
-var failedLine = regexp.MustCompile(`line:? (\d+)`)
-
 func iptRestore(f Family, s *iptScript) error {
 	in := s.String()
 	cmd := exec.Command(tool(f, "restore"), "--noflush", "-w")
@@ -54,7 +50,9 @@ func iptRestore(f Family, s *iptScript) error {
 		return nil
 	}
 	msg := strings.TrimSpace(string(out))
-	if m := failedLine.FindStringSubmatch(msg); m != nil {
+	// The line number in the error output ("line N failed", or "Error
+	// occurred at line: N"), compiled only on this error path.
+	if m := regexp.MustCompile(`line:? (\d+)`).FindStringSubmatch(msg); m != nil {
 		if n, _ := strconv.Atoi(m[1]); n >= 1 && n <= strings.Count(in, "\n") {
 			msg += fmt.Sprintf(" (line %d: %s)", n, strings.Split(in, "\n")[n-1])
 		}

@@ -21,29 +21,66 @@ type nftBackend struct{ s *Session }
 
 func (b *nftBackend) Kind() Kind { return NFTables }
 
-var nftFamilies = map[string]nftables.TableFamily{
-	"inet": nftables.TableFamilyINet, "ip": nftables.TableFamilyIPv4, "ip6": nftables.TableFamilyIPv6,
-	"bridge": nftables.TableFamilyBridge, "arp": nftables.TableFamilyARP, "netdev": nftables.TableFamilyNetdev,
+// nftFamily is the nftables family of a table family name.
+func nftFamily(name string) (nftables.TableFamily, bool) {
+	switch name {
+	case "inet":
+		return nftables.TableFamilyINet, true
+	case "ip":
+		return nftables.TableFamilyIPv4, true
+	case "ip6":
+		return nftables.TableFamilyIPv6, true
+	case "bridge":
+		return nftables.TableFamilyBridge, true
+	case "arp":
+		return nftables.TableFamilyARP, true
+	case "netdev":
+		return nftables.TableFamilyNetdev, true
+	}
+	return 0, false
 }
 
 func nftTable(t Table) (*nftables.Table, error) {
-	fam, ok := nftFamilies[t.NFTFamily]
+	fam, ok := nftFamily(t.NFTFamily)
 	if t.Kind != NFTables || !ok || t.Name.IsZero() {
 		return nil, fmt.Errorf("firewall: %v is not an nftables table", t)
 	}
 	return &nftables.Table{Name: t.Name.s, Family: fam}, nil
 }
 
-var chainTypes = map[string]nftables.ChainType{"nat": nftables.ChainTypeNAT, "filter": nftables.ChainTypeFilter, "route": nftables.ChainTypeRoute}
+func chainType(s string) (nftables.ChainType, bool) {
+	switch s {
+	case "nat":
+		return nftables.ChainTypeNAT, true
+	case "filter":
+		return nftables.ChainTypeFilter, true
+	case "route":
+		return nftables.ChainTypeRoute, true
+	}
+	return "", false
+}
 
-var chainHooks = map[string]*nftables.ChainHook{"prerouting": nftables.ChainHookPrerouting, "input": nftables.ChainHookInput,
-	"forward": nftables.ChainHookForward, "output": nftables.ChainHookOutput, "postrouting": nftables.ChainHookPostrouting}
+func chainHook(s string) (*nftables.ChainHook, bool) {
+	switch s {
+	case "prerouting":
+		return nftables.ChainHookPrerouting, true
+	case "input":
+		return nftables.ChainHookInput, true
+	case "forward":
+		return nftables.ChainHookForward, true
+	case "output":
+		return nftables.ChainHookOutput, true
+	case "postrouting":
+		return nftables.ChainHookPostrouting, true
+	}
+	return nil, false
+}
 
 func nftChain(t *nftables.Table, ch *Chain) (*nftables.Chain, error) {
 	c := &nftables.Chain{Name: ch.Name.s, Table: t}
 	if h := ch.Hook; h != nil {
-		typ, ok1 := chainTypes[h.Type]
-		hook, ok2 := chainHooks[h.Hook]
+		typ, ok1 := chainType(h.Type)
+		hook, ok2 := chainHook(h.Hook)
 		if !ok1 || !ok2 {
 			return nil, fmt.Errorf("firewall: chain %s: unknown type %q or hook %q", ch.Name, h.Type, h.Hook)
 		}

@@ -3,6 +3,7 @@ package firewall
 import (
 	"fmt"
 	"net"
+	"slices"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/binaryutil"
@@ -18,14 +19,22 @@ import (
 // ipsDstNAT is conntrack's IPS_DST_NAT status bit (not in x/sys/unix).
 const ipsDstNAT = 1 << 5
 
-// ctStateBits are nftables' conntrack state bits.
-var ctStateBits = map[string]uint32{"INVALID": 1, "ESTABLISHED": 2, "RELATED": 4, "NEW": 8, "UNTRACKED": 64}
-
-// rtnTypes are the route types fib can return, by addrtype name.
-var rtnTypes = map[string]uint32{"UNSPEC": unix.RTN_UNSPEC, "UNICAST": unix.RTN_UNICAST, "LOCAL": unix.RTN_LOCAL,
-	"BROADCAST": unix.RTN_BROADCAST, "ANYCAST": unix.RTN_ANYCAST, "MULTICAST": unix.RTN_MULTICAST,
-	"BLACKHOLE": unix.RTN_BLACKHOLE, "UNREACHABLE": unix.RTN_UNREACHABLE, "PROHIBIT": unix.RTN_PROHIBIT,
-	"THROW": unix.RTN_THROW, "NAT": unix.RTN_NAT, "XRESOLVE": unix.RTN_XRESOLVE}
+// ctStateBit is nftables' conntrack state bit of a state name.
+func ctStateBit(s string) uint32 {
+	switch s {
+	case "INVALID":
+		return 1
+	case "ESTABLISHED":
+		return 2
+	case "RELATED":
+		return 4
+	case "NEW":
+		return 8
+	case "UNTRACKED":
+		return 64
+	}
+	return 0
+}
 
 func cmp(op expr.CmpOp, data []byte) *expr.Cmp { return &expr.Cmp{Op: op, Register: 1, Data: data} }
 
@@ -117,13 +126,14 @@ func nftMatch(fam Family, m Match) ([]expr.Any, error) {
 		}
 		return nftMatch(fam, DPort{Proto: m.Proto, Port: m.Ports[0]})
 	case AddrType:
-		t, ok := rtnTypes[m.Type]
-		if !ok {
+		// addrTypes lists the route types in the kernel's RTN_* order.
+		t := slices.Index(addrTypes, m.Type)
+		if t < 0 {
 			return nil, fmt.Errorf("unknown address type %q", m.Type)
 		}
 		return []expr.Any{
 			&expr.Fib{Register: 1, FlagSADDR: !m.Dst, FlagDADDR: m.Dst, ResultADDRTYPE: true},
-			cmp(eqOp(m.Not), binaryutil.NativeEndian.PutUint32(t)),
+			cmp(eqOp(m.Not), binaryutil.NativeEndian.PutUint32(uint32(t))),
 		}, nil
 	case MarkMatch:
 		out := []expr.Any{&expr.Meta{Key: expr.MetaKeyMARK, Register: 1}}
@@ -135,7 +145,7 @@ func nftMatch(fam Family, m Match) ([]expr.Any, error) {
 	case CtState:
 		var bits uint32
 		for _, s := range m.States {
-			bits |= ctStateBits[s]
+			bits |= ctStateBit(s)
 		}
 		op := expr.CmpOpNeq // any of the states
 		if m.Not {

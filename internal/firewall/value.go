@@ -88,7 +88,7 @@ func ParseChain(key, s string) (Name, error) {
 	if why := iptNameErr(s); why != "" {
 		return Name{}, Invalid(key, s, why)
 	}
-	if builtinTarget[strings.ToUpper(s)] {
+	if strings.Contains(builtinTargets, " "+strings.ToUpper(s)+" ") {
 		return Name{}, Invalid(key, s, "is a built-in chain or target, not a user chain")
 	}
 	return Name{s: s, ipt: true}, nil
@@ -111,18 +111,9 @@ func iptNameErr(s string) string {
 	return ""
 }
 
-// builtinTarget lists the built-in chains and the common targets: a chain
-// name equal to one of them would mean something else after -j.
-var builtinTarget = map[string]bool{}
-
-func init() {
-	for _, s := range strings.Fields(`PREROUTING INPUT FORWARD OUTPUT POSTROUTING
-		ACCEPT DROP RETURN QUEUE REJECT LOG NFLOG ULOG NFQUEUE MARK CONNMARK MASQUERADE SNAT DNAT
-		REDIRECT NETMAP TPROXY CT NOTRACK TRACE TCPMSS CLASSIFY DSCP TOS TTL HL CHECKSUM AUDIT
-		SECMARK CONNSECMARK IDLETIMER LED SET SYNPROXY TEE HMARK CLUSTERIP ECN RATEEST JUMP GOTO`) {
-		builtinTarget[s] = true
-	}
-}
+// builtinTargets lists the built-in chains and the common targets: a
+// chain name equal to one of them would mean something else after -j.
+const builtinTargets = ` PREROUTING INPUT FORWARD OUTPUT POSTROUTING ACCEPT DROP RETURN QUEUE REJECT LOG NFLOG ULOG NFQUEUE MARK CONNMARK MASQUERADE SNAT DNAT REDIRECT NETMAP TPROXY CT NOTRACK TRACE TCPMSS CLASSIFY DSCP TOS TTL HL CHECKSUM AUDIT SECMARK CONNSECMARK IDLETIMER LED SET SYNPROXY TEE HMARK CLUSTERIP ECN RATEEST JUMP GOTO `
 
 // shortID is id, or when it is longer than max, its first characters and
 // a hash of the whole, max long in all: names and comments built from a
