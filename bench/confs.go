@@ -17,6 +17,7 @@ const (
 	netHL   = "pbb-hl"
 	netConc = "pbb-conc"
 	netLo   = "pbb-lo"
+	netMasq = "pbb-masq"
 )
 
 // bridgeConf is bridge + host-local; seed adds tuning (mac capability) and
@@ -24,10 +25,20 @@ const (
 // plugin uses its defaults otherwise (portmap's backend included), as a
 // user who writes this configuration gets.
 func bridgeConf(name, dataDir, subnet string, seed bool) string {
+	return bridgeConfOpts(name, dataDir, subnet, seed, "")
+}
+
+// masqConf is bridge + host-local with the bridge's firewall features on:
+// ipMasq (nftables, the reference layout) and macspoofchk.
+func masqConf(dataDir, subnet string) string {
+	return bridgeConfOpts(netMasq, dataDir, subnet, false, `"ipMasq":true,"ipMasqBackend":"nftables","macspoofchk":true,`)
+}
+
+func bridgeConfOpts(name, dataDir, subnet string, seed bool, bridgeKeys string) string {
 	s := fmt.Sprintf(`{"cniVersion":%q,"name":%q,"plugins":[
-  {"type":"bridge","bridge":"pbb0","isGateway":true,
+  {"type":"bridge","bridge":"pbb0","isGateway":true,%s
    "ipam":{"type":"host-local","dataDir":%q,"ranges":[[{"subnet":%q}]],"routes":[{"dst":"0.0.0.0/0"}]}}`,
-		cniVersion, name, dataDir, subnet)
+		cniVersion, name, bridgeKeys, dataDir, subnet)
 	if seed {
 		s += `,
   {"type":"tuning","capabilities":{"mac":true}},

@@ -31,7 +31,7 @@ type options struct {
 	only                     map[string]bool
 }
 
-var workloads = []string{"bhl", "seed", "steps", "hostlocal", "conc", "bytes", "loopback"}
+var workloads = []string{"bhl", "seed", "masq", "steps", "hostlocal", "conc", "bytes", "loopback"}
 
 func envInt(name string, def int) int {
 	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
@@ -134,6 +134,7 @@ func run(ctx context.Context, o *options, stdout io.Writer) (err error) {
 	}{
 		{"bhl", func() error { return e.bridgeWorkload(ctx, false, !o.want("seed")) }},
 		{"seed", func() error { return e.bridgeWorkload(ctx, true, true) }},
+		{"masq", func() error { return e.masqWorkload(ctx) }},
 		{"steps", func() error { return e.stepsWorkload(ctx) }},
 		{"hostlocal", func() error { return e.hostLocalWorkload(ctx, o.prefill) }},
 		{"conc", func() error { return e.concurrentWorkload(ctx, o.conc, o.rounds) }},

@@ -113,6 +113,25 @@ func (e *env) bridgeWorkload(ctx context.Context, seed, lastBridge bool) error {
 	return nil
 }
 
+// masqWorkload measures ADD and DEL of bridge+host-local with ipMasq
+// (nftables) and macspoofchk: the bridge's firewall rules on top of the
+// bridge+host-local work.
+func (e *env) masqWorkload(ctx context.Context) error {
+	tag := "bridge+host-local, ipMasq+macspoofchk"
+	subs, err := e.subjects(tag, []string{"bridge", "host-local"}, func(h *host) string { return masqConf(h.dataDir, "10.202.0.0/16") }, nil)
+	if err != nil {
+		return err
+	}
+	if err := measure(ctx, e.ns, subs, e.n); err != nil {
+		return err
+	}
+	e.noteFailures(tag, subs)
+	o, r, d := subs[0], subs[1], subs[2]
+	e.tbl.add(compareRow("ADD "+tag, adds(o), adds(r), adds(d), target{}))
+	e.tbl.add(compareRow("DEL "+tag, dels(o), dels(r), dels(d), target{}))
+	return nil
+}
+
 // floorRows prints the veth floor and each measured DEL against it.
 func (e *env) floorRows() {
 	if e.floor == nil {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -60,6 +61,28 @@ func InNS(t testing.TB, name string, args ...string) (string, error) {
 	out, err := exec.Command("ip", append([]string{"netns", "exec", name}, args...)...).CombinedOutput()
 	return strings.TrimSpace(string(out)), err
 }
+
+// FirewallState is everything iptables, ip6tables and nftables hold in the
+// named namespace, without the tools' timestamp comments and packet
+// counters: equal strings mean equal rule sets.
+func FirewallState(t testing.TB, name string) string {
+	t.Helper()
+	var b strings.Builder
+	for _, cmd := range [][]string{{"iptables-save"}, {"ip6tables-save"}, {"nft", "list", "ruleset"}} {
+		out, err := InNS(t, name, cmd...)
+		if err != nil {
+			t.Fatalf("%v: %v: %s", cmd, err, out)
+		}
+		for _, l := range strings.Split(out, "\n") {
+			if !strings.HasPrefix(l, "#") {
+				b.WriteString(counters.ReplaceAllString(l, "") + "\n")
+			}
+		}
+	}
+	return b.String()
+}
+
+var counters = regexp.MustCompile(`\[\d+:\d+\]|packets \d+ bytes \d+`)
 
 // dirFromEnv returns a directory named by an environment variable that
 // `make test` sets, failing loudly when it is missing.

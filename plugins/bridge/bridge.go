@@ -11,8 +11,8 @@ import (
 
 	"github.com/vishvananda/netlink"
 
+	"github.com/patchbay-cni/patchbay/internal/firewall"
 	"github.com/patchbay-cni/patchbay/internal/link"
-	"github.com/patchbay-cni/patchbay/internal/masq"
 	"github.com/patchbay-cni/patchbay/skel"
 	"github.com/patchbay-cni/patchbay/spec"
 )
@@ -48,6 +48,8 @@ func add(a *skel.CmdArgs) (res *spec.Result, err error) {
 	}
 	defer host.Close()
 	defer cont.Close()
+	fw := firewall.NewSession() // one nftables connection for the whole ADD, opened on first use
+	defer fw.Close()
 
 	// From here on a failure removes what this ADD made.
 	var undo link.Undo
@@ -83,10 +85,10 @@ func add(a *skel.CmdArgs) (res *spec.Result, err error) {
 
 	if c.MacSpoofChk {
 		id := a.ContainerID + "-" + a.IfName
-		if err = masq.SpoofCheckSetup(hostV.Attrs().Name, res.Interfaces[idxCont].Mac, id); err != nil {
+		if err = fw.SetupSpoofCheck(hostV.Attrs().Name, res.Interfaces[idxCont].Mac, id); err != nil {
 			return nil, err
 		}
-		undo.Push("remove the MAC spoof check", func() error { return masq.SpoofCheckTeardown(id) })
+		undo.Push("remove the MAC spoof check", func() error { return fw.TeardownSpoofCheck(id) })
 	}
 
 	if c.IPAM.Type == "" {
@@ -120,8 +122,8 @@ func add(a *skel.CmdArgs) (res *spec.Result, err error) {
 		}
 	}
 	if c.IPMasq {
-		key := masq.Key{Network: c.Name, IfName: a.IfName, ContainerID: a.ContainerID}
-		if err = masq.Setup(c.IPMasqBackend, addrs(res.IPs), key); err != nil {
+		key := firewall.Attachment{Network: c.Name, IfName: a.IfName, ContainerID: a.ContainerID}
+		if err = fw.SetupMasquerade(firewall.Kind(c.IPMasqBackend), addrs(res.IPs), key); err != nil {
 			return nil, err
 		}
 	}
@@ -248,8 +250,10 @@ func del(a *skel.CmdArgs) error {
 			return err
 		}
 	}
+	fw := firewall.NewSession()
+	defer fw.Close()
 	if c.MacSpoofChk {
-		if err := masq.SpoofCheckTeardown(a.ContainerID + "-" + a.IfName); err != nil {
+		if err := fw.TeardownSpoofCheck(a.ContainerID + "-" + a.IfName); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -257,8 +261,8 @@ func del(a *skel.CmdArgs) error {
 		if len(removed) == 0 && a.Conf.PrevResult != nil {
 			removed = addrs(a.Conf.PrevResult.IPs) // iptables needs addresses; nftables does not
 		}
-		key := masq.Key{Network: c.Name, IfName: a.IfName, ContainerID: a.ContainerID}
-		if err := masq.Teardown(c.IPMasqBackend, removed, key); err != nil {
+		key := firewall.Attachment{Network: c.Name, IfName: a.IfName, ContainerID: a.ContainerID}
+		if err := fw.TeardownMasquerade(firewall.Kind(c.IPMasqBackend), removed, key); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -288,7 +292,9 @@ func gc(a *skel.CmdArgs) error {
 		return err
 	}
 	if c.IPMasq {
-		return masq.GC(c.Name, c.Attachments())
+		fw := firewall.NewSession()
+		defer fw.Close()
+		return fw.GCMasquerade(c.Name, c.Attachments())
 	}
 	return nil
 }

@@ -4,8 +4,8 @@ import (
 	"net"
 	"sort"
 
+	"github.com/patchbay-cni/patchbay/internal/firewall"
 	"github.com/patchbay-cni/patchbay/internal/link"
-	"github.com/patchbay-cni/patchbay/internal/masq"
 	"github.com/patchbay-cni/patchbay/skel"
 	"github.com/patchbay-cni/patchbay/spec"
 )
@@ -94,8 +94,13 @@ func load(a *skel.CmdArgs) (*Config, error) {
 	if c.vlans, err = expandTrunk(c.VlanTrunk); err != nil {
 		return nil, err
 	}
-	if err := masq.ValidateBackend(c.IPMasqBackend); err != nil {
+	if _, err := firewall.ParseKind("ipMasqBackend", c.IPMasqBackend, firewall.NFTables); err != nil {
 		return nil, err
+	}
+	if c.MacSpoofChk {
+		if err := firewall.CheckSpoofID(a.ContainerID + "-" + a.IfName); err != nil {
+			return nil, err
+		}
 	}
 	if c.IPAM.Type != "" && c.DisableContainerInterface {
 		return nil, invalid("\"disableContainerInterface\" cannot be used with \"ipam\" (the container interface needs to be up to be addressed)")

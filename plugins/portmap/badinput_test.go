@@ -40,10 +40,10 @@ func TestBadInput(t *testing.T) {
 		{"no prevResult", nil, good, nil, 7, "prevResult"},
 		{"no container IP", nonSandbox, good, nil, 7, "no IP address on the container interface \"eth0\""},
 		{"backend", c0.prevResult(), good, map[string]any{"backend": "ebpf"}, 7, "\"backend\" \"ebpf\" is not supported"},
-		{"mark bit", c0.prevResult(), good, map[string]any{"markMasqBit": 32}, 7, "\"markMasqBit\" 32 is out of range 0..31"},
+		{"mark bit", c0.prevResult(), good, map[string]any{"markMasqBit": 32}, 7, "\"markMasqBit\" value 32 is out of range 0..31"},
 		{"mark bit and chain", c0.prevResult(), good, map[string]any{"markMasqBit": 5, "externalSetMarkChain": "X"}, 7, "cannot both be set"},
 		{"wrong backend options", c0.prevResult(), good, map[string]any{"backend": "nftables", "externalSetMarkChain": "X"}, 7, "iptables-specific options [externalSetMarkChain]"},
-		{"unsupported nft condition", c0.prevResult(), good, map[string]any{"conditionsV4": []string{"tcp flags syn"}}, 7, "conditionsV4 \"tcp flags syn\" is not supported"},
+		{"unsupported nft condition", c0.prevResult(), good, map[string]any{"conditionsV4": []string{"tcp flags syn"}}, 7, "\"conditionsV4\" value \"tcp flags syn\" is invalid: unknown match \"tcp\""},
 		{"nft condition of the wrong family", c0.prevResult(), good, map[string]any{"conditionsV4": []string{"ip6 saddr ::1"}}, 7, "other address family"},
 		{"bad JSON type", c0.prevResult(), good, map[string]any{"snat": "yes"}, 6, "failed to decode portmap configuration"},
 	} {

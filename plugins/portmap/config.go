@@ -8,14 +8,15 @@ import (
 	"net/netip"
 	"strings"
 
+	"github.com/patchbay-cni/patchbay/internal/firewall"
 	"github.com/patchbay-cni/patchbay/skel"
 	"github.com/patchbay-cni/patchbay/spec"
 )
 
 // Backend names, as the reference's "backend" key spells them.
 const (
-	backendNFT = "nftables"
-	backendIPT = "iptables"
+	backendNFT = firewall.NFTables
+	backendIPT = firewall.IPTables
 )
 
 // defaultMarkBit is the reference's: Kubernetes uses 14 and 15, Calico 20-31.
@@ -45,6 +46,17 @@ type mapping struct {
 	HostIP        netip.Addr
 }
 
+// proto is the mapping's protocol as a firewall value.
+func (m mapping) proto() firewall.Proto {
+	switch m.Proto {
+	case "udp":
+		return firewall.UDP
+	case "sctp":
+		return firewall.SCTP
+	}
+	return firewall.TCP
+}
+
 // forFamily reports whether the mapping applies to a container address of
 // the given family (a hostIP pins it to its own family).
 func (m mapping) forFamily(v6 bool) bool {
@@ -60,10 +72,12 @@ func (m mapping) daddr() (netip.Addr, bool) {
 	return m.HostIP, true
 }
 
-// request is everything a backend needs for one attachment.
+// request is everything a backend needs for one attachment. Every string
+// in it that reaches a rule is a validated firewall value.
 type request struct {
-	Key       string // identifies this attachment's rules (see attachKey)
-	NetPrefix string // every key of this network starts with it (for GC)
+	Key       string           // identifies this attachment's rules (see attachKey)
+	Comment   firewall.Comment // Key, as the rules' comment
+	NetPrefix string           // every key of this network starts with it (for GC)
 	ContV4    netip.Addr
 	ContV6    netip.Addr
 	// Net4 and Net6 are the container's prefixes: peers on the same subnet
@@ -74,29 +88,20 @@ type request struct {
 	Mappings []mapping
 	SNAT     bool
 	MasqAll  bool
-	MarkBit  int
-	// SetMarkChain is the iptables chain that sets the masquerade mark.
-	SetMarkChain string
+	Mark     firewall.Mark
+	// SetMarkChain is externalSetMarkChain, the iptables chain of someone
+	// else's that sets the masquerade mark (ExternalMark says it is set).
+	SetMarkChain firewall.Name
 	ExternalMark bool
-	CondV4       []string
-	CondV6       []string
-}
-
-// backend programs the rules. Implementations must make Del idempotent and
-// tolerate missing tables and chains.
-type backend interface {
-	Add(r *request) error
-	Del(r *request) error
-	Check(r *request) error
-	// GC removes the rules of this network (keys starting with netPrefix)
-	// whose key is not in valid.
-	GC(netPrefix string, valid map[string]bool) error
+	// CondV4 and CondV6 are conditionsV4/V6 parsed into matches.
+	CondV4 []firewall.Match
+	CondV6 []firewall.Match
 }
 
 // parsed is the decoded and validated configuration.
 type parsed struct {
 	c       conf
-	backend string
+	backend firewall.Kind
 	req     request
 }
 
@@ -124,24 +129,23 @@ func parse(a *skel.CmdArgs) (*parsed, error) {
 	if c.MarkMasqBit != nil {
 		bit = *c.MarkMasqBit
 	}
-	if bit < 0 || bit > 31 {
-		return nil, invalid("\"markMasqBit\" %d is out of range 0..31", bit)
-	}
 	r := &p.req
+	if r.Mark, err = firewall.MarkBit("markMasqBit", bit); err != nil {
+		return nil, err
+	}
 	r.SNAT = c.SNAT == nil || *c.SNAT
 	r.MasqAll = c.MasqAll
-	r.MarkBit = bit
 	if c.ExternalSetMarkChain != nil {
-		if *c.ExternalSetMarkChain == "" {
-			return nil, invalid("\"externalSetMarkChain\" must not be empty")
+		if r.SetMarkChain, err = firewall.ParseChain("externalSetMarkChain", *c.ExternalSetMarkChain); err != nil {
+			return nil, err
 		}
-		r.SetMarkChain, r.ExternalMark = *c.ExternalSetMarkChain, true
+		r.ExternalMark = true
 	}
-	if c.ConditionsV4 != nil {
-		r.CondV4 = *c.ConditionsV4
+	if r.CondV4, err = conditions("conditionsV4", c.ConditionsV4, firewall.IPv4); err != nil {
+		return nil, err
 	}
-	if c.ConditionsV6 != nil {
-		r.CondV6 = *c.ConditionsV6
+	if r.CondV6, err = conditions("conditionsV6", c.ConditionsV6, firewall.IPv6); err != nil {
+		return nil, err
 	}
 	for i, pm := range c.RuntimeConfig.PortMappings {
 		m, err := validMapping(i, pm)
@@ -152,7 +156,28 @@ func parse(a *skel.CmdArgs) (*parsed, error) {
 	}
 	r.Key = attachKey(c.Name, a.ContainerID, a.IfName)
 	r.NetPrefix = netPrefix(c.Name)
+	if r.Comment, err = firewall.NewComment("portmap rule comment (network name, container ID and ifname)", r.Key); err != nil {
+		return nil, err
+	}
 	return p, nil
+}
+
+// conditions parses conditionsV4/V6 (see firewall.ParseConditions for the
+// grammars). A protocol is refused: every mapping sets its own.
+func conditions(key string, elems *[]string, fam firewall.Family) ([]firewall.Match, error) {
+	if elems == nil {
+		return nil, nil
+	}
+	m, _, err := firewall.ParseConditions(key, *elems, fam)
+	if err != nil {
+		return nil, err
+	}
+	for _, x := range m {
+		if _, ok := x.(firewall.L4); ok {
+			return nil, firewall.Invalid(key, strings.Join(*elems, " "), "must not match a protocol: each port mapping sets its own")
+		}
+	}
+	return m, nil
 }
 
 func validMapping(i int, pm spec.PortMapping) (mapping, error) {
@@ -187,8 +212,8 @@ func validMapping(i int, pm spec.PortMapping) (mapping, error) {
 // iptables), ours is nftables; but a config that carries only
 // iptables-specific options and no "backend" is taken to mean iptables, so
 // configs written for the reference keep working.
-func chooseBackend(c *conf) (string, error) {
-	byBackend := map[string][]string{}
+func chooseBackend(c *conf) (firewall.Kind, error) {
+	byBackend := map[firewall.Kind][]string{}
 	if c.ExternalSetMarkChain != nil {
 		byBackend[backendIPT] = append(byBackend[backendIPT], "externalSetMarkChain")
 	}
@@ -198,10 +223,10 @@ func chooseBackend(c *conf) (string, error) {
 	if b := conditionsBackend(c.ConditionsV6); b != "" {
 		byBackend[b] = append(byBackend[b], "conditionsV6")
 	}
-	var b string
+	var b firewall.Kind
 	switch {
 	case c.Backend != nil:
-		b = *c.Backend
+		b = firewall.Kind(*c.Backend)
 		if b != backendNFT && b != backendIPT {
 			return "", invalid("\"backend\" %q is not supported (expected %q or %q)", b, backendNFT, backendIPT)
 		}
@@ -222,14 +247,17 @@ func chooseBackend(c *conf) (string, error) {
 
 // conditionsBackend tells iptables conditions ("-s ...", "! -d ...") from
 // nftables ones ("ip saddr ..."), as the reference does.
-func conditionsBackend(conds *[]string) string {
-	if conds == nil || len(*conds) == 0 || (*conds)[0] == "" {
+func conditionsBackend(conds *[]string) firewall.Kind {
+	if conds == nil {
 		return ""
 	}
-	if c := (*conds)[0][0]; c == '-' || c == '!' {
+	switch firewall.ConditionsSyntax(*conds) {
+	case firewall.IPTablesSyntax:
 		return backendIPT
+	case firewall.NFTablesSyntax:
+		return backendNFT
 	}
-	return backendNFT
+	return ""
 }
 
 // containerIPs picks the first IPv4 and first IPv6 address of prevResult
@@ -256,6 +284,25 @@ func containerIPs(res *spec.Result, ifName string) (v4, v6 netip.Prefix) {
 		}
 	}
 	return v4, v6
+}
+
+// family is the container's address of one family, with its conditions.
+type family struct {
+	fam   firewall.Family
+	cont  netip.Addr
+	net   netip.Prefix
+	conds []firewall.Match
+}
+
+// families are the IP families the container has an address of.
+func (r *request) families() []family {
+	var out []family
+	for _, f := range []family{{firewall.IPv4, r.ContV4, r.Net4, r.CondV4}, {firewall.IPv6, r.ContV6, r.Net6, r.CondV6}} {
+		if f.cont.IsValid() {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 // setContainer fills the container addresses from prevResult.

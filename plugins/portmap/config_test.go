@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/patchbay-cni/patchbay/internal/firewall"
 	"github.com/patchbay-cni/patchbay/spec"
 )
 
@@ -48,28 +49,11 @@ func TestContainerIPs(t *testing.T) {
 	}
 }
 
-func TestParseNftConditions(t *testing.T) {
-	for _, ok := range [][]string{
-		{"ip saddr 10.0.0.0/8"},
-		{"ip", "daddr", "!=", "192.0.2.1"},
-		{"iifname eth0", "meta oifname != \"eth1\""},
-	} {
-		if _, err := parseNftConditions(ok, false); err != nil {
-			t.Errorf("%q: %v", ok, err)
-		}
-	}
-	for _, bad := range [][]string{{"ip saddr"}, {"ip foo 1.2.3.4"}, {"ip saddr 2001:db8::1"}, {"iifname eth*"}, {"counter"}} {
-		if _, err := parseNftConditions(bad, false); err == nil {
-			t.Errorf("%q accepted", bad)
-		}
-	}
-}
-
 func TestChooseBackend(t *testing.T) {
 	s := func(v string) *string { return &v }
 	for _, tc := range []struct {
 		c    conf
-		want string
+		want firewall.Kind
 	}{
 		{conf{}, backendNFT},
 		{conf{Backend: s("iptables")}, backendIPT},
@@ -80,16 +64,5 @@ func TestChooseBackend(t *testing.T) {
 		if got, err := chooseBackend(&tc.c); err != nil || got != tc.want {
 			t.Errorf("%+v: got %q, %v; want %q", tc.c, got, err, tc.want)
 		}
-	}
-}
-
-func TestSplitJoinRule(t *testing.T) {
-	line := `-A PB-HOSTPORT-DNAT -p tcp -m comment --comment "net ctr eth0" -m multiport --dports 80 -j PB-DN-X`
-	toks := splitRule(line)
-	if ruleComment(toks) != "net ctr eth0" || ruleTarget(toks) != "PB-DN-X" {
-		t.Fatalf("got %q", toks)
-	}
-	if got := joinRule(toks); got != line {
-		t.Fatalf("round trip: %q", got)
 	}
 }

@@ -24,7 +24,7 @@ func TestIptables(t *testing.T) {
 	mustRun(t, tp.hostPath, "ADD", "ctr0", "eth0", c0.path, conf0) // replaces, not doubles
 
 	v4, v6 := natRules(t, tp.host, false), natRules(t, tp.host, true)
-	ch0, ch1 := iptChain(attachKey("pmtest", "ctr0", "eth0")), iptChain(attachKey("pmtest", "ctr1", "eth0"))
+	ch0, ch1 := iptChain(attachKey("pmtest", "ctr0", "eth0")).String(), iptChain(attachKey("pmtest", "ctr1", "eth0")).String()
 	for _, want := range []string{
 		"-A PREROUTING -m addrtype --dst-type LOCAL -j PB-HOSTPORT-DNAT",
 		"-A OUTPUT -m addrtype --dst-type LOCAL -j PB-HOSTPORT-DNAT",

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 
+	"github.com/patchbay-cni/patchbay/internal/firewall"
 	"github.com/patchbay-cni/patchbay/skel"
 	"github.com/patchbay-cni/patchbay/spec"
 )
@@ -30,11 +31,24 @@ func Plugin() skel.Plugin {
 	}
 }
 
-func newBackend(name string) backend {
-	if name == backendIPT {
-		return &iptBackend{}
+// rulesets are the attachment's rules in the chosen backend's layout.
+func rulesets(kind firewall.Kind, r *request) []*firewall.Ruleset {
+	if kind == backendIPT {
+		return iptRulesets(r)
 	}
-	return &nftBackend{}
+	return []*firewall.Ruleset{nftRuleset(r)}
+}
+
+// selector picks the rules of the attachments owner selects.
+func selector(kind firewall.Kind, owner firewall.Owner, key string) firewall.Selector {
+	if kind == backendIPT {
+		var chains []firewall.Name
+		if key != "" {
+			chains = append(chains, iptChain(key))
+		}
+		return iptSelector(owner, chains...)
+	}
+	return firewall.Selector{Table: nftTable, Owner: owner, In: nftKeyChains}
 }
 
 func add(a *skel.CmdArgs) (*spec.Result, error) {
@@ -53,7 +67,9 @@ func add(a *skel.CmdArgs) (*spec.Result, error) {
 	if err := r.setContainer(prev, a.IfName); err != nil {
 		return nil, err
 	}
-	if err := newBackend(p.backend).Add(r); err != nil {
+	fw := firewall.NewSession()
+	defer fw.Close()
+	if err := fw.Backend(p.backend).Apply(rulesets(p.backend, r)...); err != nil {
 		return nil, internal("set up port mappings", err)
 	}
 	if r.ContV4.IsValid() && r.SNAT {
@@ -81,7 +97,9 @@ func del(a *skel.CmdArgs) error {
 	if len(p.req.Mappings) == 0 {
 		return nil
 	}
-	if err := newBackend(p.backend).Del(&p.req); err != nil {
+	fw := firewall.NewSession()
+	defer fw.Close()
+	if err := fw.Backend(p.backend).Remove(selector(p.backend, firewall.Owner{Exact: p.req.Key}, p.req.Key)); err != nil {
 		return internal("remove port mappings", err)
 	}
 	return nil
@@ -99,13 +117,16 @@ func delByKey(a *skel.CmdArgs, why error) error {
 	if a.Conf != nil {
 		name = a.Conf.Name
 	}
-	r := &request{Key: attachKey(name, a.ContainerID, a.IfName)}
-	if _, err := exec.LookPath(tool(false, "save")); err == nil {
-		if err := (&iptBackend{}).Del(r); err != nil {
+	key := attachKey(name, a.ContainerID, a.IfName)
+	owner := firewall.Owner{Exact: key}
+	fw := firewall.NewSession()
+	defer fw.Close()
+	if _, err := exec.LookPath("iptables-save"); err == nil {
+		if err := fw.Backend(backendIPT).Remove(selector(backendIPT, owner, key)); err != nil {
 			fmt.Fprintf(os.Stderr, "portmap DEL: iptables: %v\n", err)
 		}
 	}
-	if err := (&nftBackend{}).Del(r); err != nil {
+	if err := fw.Backend(backendNFT).Remove(selector(backendNFT, owner, key)); err != nil {
 		return internal("remove port mappings", err)
 	}
 	return nil
@@ -127,8 +148,12 @@ func check(a *skel.CmdArgs) error {
 	if err := r.setContainer(prev, a.IfName); err != nil {
 		return err
 	}
-	if err := newBackend(p.backend).Check(r); err != nil {
-		return internal("check port mappings", err)
+	fw := firewall.NewSession()
+	defer fw.Close()
+	for _, rs := range rulesets(p.backend, r) {
+		if err := fw.Backend(p.backend).Check(rs); err != nil {
+			return internal("check port mappings", err)
+		}
 	}
 	return nil
 }
@@ -142,7 +167,9 @@ func gc(a *skel.CmdArgs) error {
 	for _, at := range a.Conf.Attachments() {
 		valid[attachKey(p.c.Name, at.ContainerID, at.IfName)] = true
 	}
-	if err := newBackend(p.backend).GC(p.req.NetPrefix, valid); err != nil {
+	fw := firewall.NewSession()
+	defer fw.Close()
+	if err := fw.Backend(p.backend).Remove(selector(p.backend, firewall.Owner{Prefix: p.req.NetPrefix, Keep: valid}, "")); err != nil {
 		return internal("garbage-collect port mappings", err)
 	}
 	return nil

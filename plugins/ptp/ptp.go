@@ -11,8 +11,8 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/patchbay-cni/patchbay/internal/firewall"
 	"github.com/patchbay-cni/patchbay/internal/link"
-	"github.com/patchbay-cni/patchbay/internal/masq"
 	"github.com/patchbay-cni/patchbay/skel"
 	"github.com/patchbay-cni/patchbay/spec"
 )
@@ -55,7 +55,7 @@ func load(a *skel.CmdArgs) (*Config, error) {
 	if err := link.ValidateMTU(c.MTU); err != nil {
 		return nil, err
 	}
-	if err := masq.ValidateBackend(c.IPMasqBackend); err != nil {
+	if _, err := firewall.ParseKind("ipMasqBackend", c.IPMasqBackend, firewall.NFTables); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -114,8 +114,10 @@ func add(a *skel.CmdArgs) (res *spec.Result, err error) {
 		for _, ipc := range res.IPs {
 			ips = append(ips, ipc.Address)
 		}
-		key := masq.Key{Network: c.Name, IfName: a.IfName, ContainerID: a.ContainerID}
-		if err = masq.Setup(c.IPMasqBackend, ips, key); err != nil {
+		key := firewall.Attachment{Network: c.Name, IfName: a.IfName, ContainerID: a.ContainerID}
+		fw := firewall.NewSession()
+		defer fw.Close()
+		if err = fw.SetupMasquerade(firewall.Kind(c.IPMasqBackend), ips, key); err != nil {
 			return nil, err
 		}
 	}
@@ -193,7 +195,9 @@ func del(a *skel.CmdArgs) error {
 				removed = append(removed, ipc.Address)
 			}
 		}
-		return masq.Teardown(c.IPMasqBackend, removed, masq.Key{Network: c.Name, IfName: a.IfName, ContainerID: a.ContainerID})
+		fw := firewall.NewSession()
+		defer fw.Close()
+		return fw.TeardownMasquerade(firewall.Kind(c.IPMasqBackend), removed, firewall.Attachment{Network: c.Name, IfName: a.IfName, ContainerID: a.ContainerID})
 	}
 	return nil
 }
@@ -240,7 +244,9 @@ func gc(a *skel.CmdArgs) error {
 		return err
 	}
 	if c.IPMasq {
-		return masq.GC(c.Name, c.Attachments())
+		fw := firewall.NewSession()
+		defer fw.Close()
+		return fw.GCMasquerade(c.Name, c.Attachments())
 	}
 	return nil
 }
