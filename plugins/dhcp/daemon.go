@@ -166,7 +166,7 @@ func (d *daemon) remove(key string) {
 
 // allocate is ADD: return the attachment's lease, acquiring one if it has
 // none (a repeated ADD gets the lease it already holds).
-func (d *daemon) allocate(a *rpcArgs) (*spec.Result, error) {
+func (d *daemon) allocate(a *WireArgs) (*spec.Result, error) {
 	c, _, err := parseConf(a.StdinData, a.ContainerID, a.IfName, a.Args)
 	if err != nil {
 		return nil, err
@@ -386,7 +386,7 @@ func (d *daemon) drop(l *lease, why string) {
 // releaseAttachment is DEL: release the attachment's lease if it holds
 // one. It needs nothing but the network name from the config, so DEL works
 // even with a config that no longer validates.
-func (d *daemon) releaseAttachment(a *rpcArgs) error {
+func (d *daemon) releaseAttachment(a *WireArgs) error {
 	var n struct {
 		Name string `json:"name"`
 	}
@@ -404,7 +404,7 @@ func (d *daemon) releaseAttachment(a *rpcArgs) error {
 
 // check is CHECK: the attachment holds a live lease and its address is
 // configured on the interface. It returns the lease's result.
-func (d *daemon) check(a *rpcArgs) (*spec.Result, error) {
+func (d *daemon) check(a *WireArgs) (*spec.Result, error) {
 	c, _, err := parseConf(a.StdinData, a.ContainerID, a.IfName, a.Args)
 	if err != nil {
 		return nil, err
@@ -450,7 +450,7 @@ func (d *daemon) check(a *rpcArgs) (*spec.Result, error) {
 
 // gc is GC: release the leases of network whose attachments are not in
 // valid.
-func (d *daemon) gc(a *rpcGCArgs) ([]string, error) {
+func (d *daemon) gc(a *GCArgs) ([]string, error) {
 	keep := map[string]bool{}
 	for _, v := range a.Valid {
 		keep[leaseKey(a.Network, v.ContainerID, v.IfName)] = true

@@ -40,11 +40,11 @@ func add(a *skel.CmdArgs) (*spec.Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	args, err := rpcArgsOf(a)
+	args, err := wireArgsOf(a)
 	if err != nil {
 		return nil, err
 	}
-	var w rpcResult
+	var w WireResult
 	if err := call(a.Ctx, sock, "DHCP.Allocate", args, &w); err != nil {
 		return nil, err
 	}
@@ -59,7 +59,7 @@ func add(a *skel.CmdArgs) (*spec.Result, error) {
 // code 11 so the runtime retries once it is back.
 func del(a *skel.CmdArgs) error {
 	sock := socketPath(a.StdinData)
-	args, err := rpcArgsOf(a)
+	args, err := wireArgsOf(a)
 	if err != nil {
 		return err
 	}
@@ -78,11 +78,11 @@ func check(a *skel.CmdArgs) error {
 	if err != nil {
 		return err
 	}
-	args, err := rpcArgsOf(a)
+	args, err := wireArgsOf(a)
 	if err != nil {
 		return err
 	}
-	var w rpcResult
+	var w WireResult
 	if err := call(a.Ctx, sock, "DHCP.Check", args, &w); err != nil {
 		return err
 	}
@@ -111,8 +111,8 @@ func gc(a *skel.CmdArgs) error {
 	if err != nil {
 		return err
 	}
-	var reply rpcGCReply
-	err = call(a.Ctx, sock, "DHCP.GC", &rpcGCArgs{Network: a.Conf.Name, Valid: a.Conf.Attachments()}, &reply)
+	var reply GCReply
+	err = call(a.Ctx, sock, "DHCP.GC", &GCArgs{Network: a.Conf.Name, Valid: a.Conf.Attachments()}, &reply)
 	if len(reply.Released) > 0 {
 		a.Log.Info("released stale leases", "leases", reply.Released)
 	}
@@ -126,7 +126,7 @@ func status(a *skel.CmdArgs) error {
 	if err != nil {
 		return err
 	}
-	err = call(a.Ctx, sock, "DHCP.Status", &struct{}{}, &rpcStatus{})
+	err = call(a.Ctx, sock, "DHCP.Status", &struct{}{}, &StatusReply{})
 	var ce *spec.Error
 	switch {
 	case err == nil:
@@ -139,7 +139,7 @@ func status(a *skel.CmdArgs) error {
 	return err
 }
 
-func rpcArgsOf(a *skel.CmdArgs) (*rpcArgs, error) {
+func wireArgsOf(a *skel.CmdArgs) (*WireArgs, error) {
 	ns := a.Netns
 	if ns != "" {
 		// The daemon runs elsewhere: it needs an absolute path.
@@ -149,7 +149,7 @@ func rpcArgsOf(a *skel.CmdArgs) (*rpcArgs, error) {
 		}
 		ns = abs
 	}
-	return &rpcArgs{ContainerID: a.ContainerID, Netns: ns, IfName: a.IfName, Args: a.Args, Path: a.Path, StdinData: a.StdinData}, nil
+	return &WireArgs{ContainerID: a.ContainerID, Netns: ns, IfName: a.IfName, Args: a.Args, Path: a.Path, StdinData: a.StdinData}, nil
 }
 
 var (

@@ -22,7 +22,7 @@ import (
 type service struct{ d *daemon }
 
 // Allocate is ADD (the reference's method and types).
-func (s *service) Allocate(a *rpcArgs, reply *rpcResult) error {
+func (s *service) Allocate(a *WireArgs, reply *WireResult) error {
 	res, err := s.d.allocate(a)
 	if err != nil {
 		return rpcError(err)
@@ -32,12 +32,12 @@ func (s *service) Allocate(a *rpcArgs, reply *rpcResult) error {
 }
 
 // Release is DEL (the reference's method and types).
-func (s *service) Release(a *rpcArgs, _ *struct{}) error {
+func (s *service) Release(a *WireArgs, _ *struct{}) error {
 	return rpcError(s.d.releaseAttachment(a))
 }
 
 // Check is CHECK; it answers the lease's result.
-func (s *service) Check(a *rpcArgs, reply *rpcResult) error {
+func (s *service) Check(a *WireArgs, reply *WireResult) error {
 	res, err := s.d.check(a)
 	if err != nil {
 		return rpcError(err)
@@ -47,14 +47,14 @@ func (s *service) Check(a *rpcArgs, reply *rpcResult) error {
 }
 
 // GC releases the leases of attachments no longer valid.
-func (s *service) GC(a *rpcGCArgs, reply *rpcGCReply) error {
+func (s *service) GC(a *GCArgs, reply *GCReply) error {
 	released, err := s.d.gc(a)
 	reply.Released = released
 	return rpcError(err)
 }
 
 // Status answers while the daemon serves.
-func (s *service) Status(_ *struct{}, reply *rpcStatus) error {
+func (s *service) Status(_ *struct{}, reply *StatusReply) error {
 	s.d.mu.Lock()
 	reply.Leases = len(s.d.leases)
 	s.d.mu.Unlock()

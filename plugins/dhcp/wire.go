@@ -18,8 +18,8 @@ import (
 // reference plugin works against our daemon, ours against the reference
 // daemon for ADD and DEL. Check, GC and Status are ours.
 
-// rpcArgs has the field names of the reference's skel.CmdArgs.
-type rpcArgs struct {
+// WireArgs has the field names of the reference's skel.CmdArgs.
+type WireArgs struct {
 	ContainerID   string
 	Netns         string
 	IfName        string
@@ -29,28 +29,28 @@ type rpcArgs struct {
 	StdinData     []byte
 }
 
-// rpcResult has the field names of the reference's current.Result (version
+// WireResult has the field names of the reference's current.Result (version
 // 1.x types), the reply of Allocate and Check.
-type rpcResult struct {
+type WireResult struct {
 	CNIVersion string
-	Interfaces []*rpcInterface
-	IPs        []*rpcIPConfig
-	Routes     []*rpcRoute
-	DNS        rpcDNS
+	Interfaces []*WireInterface
+	IPs        []*WireIPConfig
+	Routes     []*WireRoute
+	DNS        WireDNS
 }
 
-type rpcInterface struct {
+type WireInterface struct {
 	Name, Mac, Sandbox, SocketPath, PciID string
 	Mtu                                   int
 }
 
-type rpcIPConfig struct {
+type WireIPConfig struct {
 	Interface *int
 	Address   net.IPNet
 	Gateway   net.IP
 }
 
-type rpcRoute struct {
+type WireRoute struct {
 	Dst      net.IPNet
 	GW       net.IP
 	MTU      int
@@ -60,40 +60,40 @@ type rpcRoute struct {
 	Scope    *int
 }
 
-type rpcDNS struct {
+type WireDNS struct {
 	Nameservers []string
 	Domain      string
 	Search      []string
 	Options     []string
 }
 
-// rpcGCArgs is GC's request: the network and its still valid attachments.
-type rpcGCArgs struct {
+// GCArgs is GC's request: the network and its still valid attachments.
+type GCArgs struct {
 	Network string
 	Valid   []spec.Attachment
 }
 
-// rpcGCReply lists the attachments whose leases GC released.
-type rpcGCReply struct {
+// GCReply lists the attachments whose leases GC released.
+type GCReply struct {
 	Released []string
 }
 
-// rpcStatus is Status's reply.
-type rpcStatus struct {
+// StatusReply is Status's reply.
+type StatusReply struct {
 	Leases int
 }
 
-func toRPC(r *spec.Result) *rpcResult {
-	out := &rpcResult{CNIVersion: spec.Current, DNS: rpcDNS(r.DNS)}
+func toRPC(r *spec.Result) *WireResult {
+	out := &WireResult{CNIVersion: spec.Current, DNS: WireDNS(r.DNS)}
 	for _, ip := range r.IPs {
-		c := &rpcIPConfig{Address: net.IPNet{IP: ip.Address.Addr().AsSlice(), Mask: net.CIDRMask(ip.Address.Bits(), ip.Address.Addr().BitLen())}}
+		c := &WireIPConfig{Address: net.IPNet{IP: ip.Address.Addr().AsSlice(), Mask: net.CIDRMask(ip.Address.Bits(), ip.Address.Addr().BitLen())}}
 		if ip.Gateway.IsValid() {
 			c.Gateway = ip.Gateway.AsSlice()
 		}
 		out.IPs = append(out.IPs, c)
 	}
 	for _, rt := range r.Routes {
-		w := &rpcRoute{Dst: net.IPNet{IP: rt.Dst.Addr().AsSlice(), Mask: net.CIDRMask(rt.Dst.Bits(), rt.Dst.Addr().BitLen())},
+		w := &WireRoute{Dst: net.IPNet{IP: rt.Dst.Addr().AsSlice(), Mask: net.CIDRMask(rt.Dst.Bits(), rt.Dst.Addr().BitLen())},
 			MTU: rt.MTU, AdvMSS: rt.AdvMSS, Priority: rt.Priority, Table: rt.Table, Scope: rt.Scope}
 		if rt.GW.IsValid() {
 			w.GW = rt.GW.AsSlice()
@@ -105,7 +105,7 @@ func toRPC(r *spec.Result) *rpcResult {
 
 // fromRPC converts a daemon reply, refusing addresses that do not decode
 // (a daemon answering garbage must not become a bogus result).
-func fromRPC(w *rpcResult) (*spec.Result, error) {
+func fromRPC(w *WireResult) (*spec.Result, error) {
 	r := &spec.Result{DNS: spec.DNS(w.DNS)}
 	for _, c := range w.IPs {
 		p, ok := prefixOf(c.Address)
