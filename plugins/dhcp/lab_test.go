@@ -307,7 +307,7 @@ func (l *lab) serverLease(addr netip.Addr) string {
 // serverExpiry is the expiry time dnsmasq records for addr.
 func (l *lab) serverExpiry(addr netip.Addr) int64 {
 	var exp int64
-	fmt.Sscan(strings.Fields(l.serverLease(addr)+" 0")[0], &exp)
+	fmt.Sscan(strings.Fields(l.serverLease(addr) + " 0")[0], &exp)
 	return exp
 }
 
@@ -363,4 +363,9 @@ func ctxT(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
 	return ctx
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
 }

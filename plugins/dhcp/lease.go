@@ -270,6 +270,28 @@ type errGone struct{ what string }
 
 func (e *errGone) Error() string { return e.what }
 
+// waitOperUp waits (at most limit) until the interface is operationally up.
+// A link just set up transmits only once the kernel's linkwatch has
+// activated its queue (it drops what is sent before: the reference's first
+// DISCOVER is lost that way, costing it its 10 s timeout), and the operstate
+// turns up at that same moment. Without carrier it never does: then the
+// exchange's own retransmissions take over.
+func (a *attachment) waitOperUp(ctx context.Context, limit time.Duration) {
+	deadline := time.Now().Add(limit)
+	for {
+		if st := a.l.Attrs().OperState; st == netlink.OperUp || st == netlink.OperUnknown {
+			return
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return
+		}
+		time.Sleep(2 * time.Millisecond)
+		if l, err := a.ns.LinkByIndex(a.l.Attrs().Index); err == nil {
+			a.l = l
+		}
+	}
+}
+
 // openAttachment opens the lease's namespace and finds its interface.
 func openAttachment(nsPath, ifName string) (*attachment, error) {
 	ns, err := link.Open(nsPath)
@@ -300,6 +322,7 @@ func acquire(ctx context.Context, att *attachment, r *record, t timing, broadcas
 			return nil, nil, time.Time{}, fmt.Errorf("set %q up: %w", r.IfName, err)
 		}
 	}
+	att.waitOperUp(ctx, 3*time.Second)
 	c, err := openConn(att.ns, att.l)
 	if err != nil {
 		return nil, nil, time.Time{}, err
