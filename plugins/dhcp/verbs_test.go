@@ -1,0 +1,250 @@
+package dhcp
+
+import (
+	"encoding/json"
+	"net/netip"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/patchbay-cni/patchbay/internal/testutil"
+	"github.com/patchbay-cni/patchbay/runtime"
+	"github.com/patchbay-cni/patchbay/spec"
+)
+
+// TestEveryVersion: ADD answers in every spec version's format (0.1.0 and
+// 0.2.0 with ip4, later ones with ips), and DEL releases.
+func TestEveryVersion(t *testing.T) {
+	t.Parallel()
+	l := newLab(t, serverOpts{})
+	l.startDaemon()
+	for _, v := range spec.AllVersions {
+		c := l.container("eth0")
+		conf := l.ipamConf(v, nil)
+		id := "ver-" + strings.ReplaceAll(v, ".", "")
+		out, err := l.run(pluginCall{cmd: "ADD", id: id, netns: c.path, ifName: c.ifName}, conf)
+		if err != nil {
+			t.Fatalf("%s: %v", v, err)
+		}
+		var raw map[string]json.RawMessage
+		if err := json.Unmarshal([]byte(out), &raw); err != nil {
+			t.Fatalf("%s: %v: %s", v, err, out)
+		}
+		key := "ips"
+		if spec.Compare(v, spec.V030) < 0 {
+			key = "ip4"
+		}
+		if _, ok := raw[key]; !ok {
+			t.Errorf("%s: result lacks %q: %s", v, key, out)
+		}
+		var cv string
+		json.Unmarshal(raw["cniVersion"], &cv)
+		if cv != v {
+			t.Errorf("%s: result cniVersion %q", v, cv)
+		}
+		res, err := spec.ParseResult([]byte(out), v)
+		if err != nil || len(res.IPs) != 1 {
+			t.Fatalf("%s: %v %s", v, err, out)
+		}
+		c.configure(t, res.IPs[0].Address)
+		if _, err := l.run(pluginCall{cmd: "DEL", id: id, netns: c.path, ifName: c.ifName}, conf); err != nil {
+			t.Errorf("%s: DEL: %v", v, err)
+		}
+		addr := res.IPs[0].Address.Addr()
+		l.waitFor(v+" release at the server", 5*time.Second, func() bool { return l.serverLease(addr) == "" })
+	}
+}
+
+// TestBridgeChain: the runtime runs bridge with dhcp as IPAM (the IPAM
+// runs in-process in the multi-call binary and asks the daemon): the
+// container gets the leased address and the routes, reaches the server,
+// CHECK passes, DEL removes everything the daemon held.
+func TestBridgeChain(t *testing.T) {
+	t.Parallel()
+	l := newLab(t, serverOpts{})
+	l.startDaemon()
+	cname, cpath := testutil.NewNS(t, "dhc")
+	list := l.conflist(spec.Current)
+	rt := &runtime.RuntimeConf{ContainerID: "chain1", NetNS: cpath, IfName: "eth0"}
+	ctx := ctxT(t)
+	var res *spec.Result
+	if err := l.inHost(func() (err error) { res, err = l.cni.AddNetworkList(ctx, list, rt); return }); err != nil {
+		t.Fatal(err)
+	}
+	addr := res.IPs[0].Address
+	out, _ := exec.Command("ip", "-n", cname, "-4", "-o", "addr", "show", "eth0").CombinedOutput()
+	if !strings.Contains(string(out), addr.String()) {
+		t.Fatalf("container lacks %s: %s", addr, out)
+	}
+	out, _ = exec.Command("ip", "-n", cname, "route", "show", "default").CombinedOutput()
+	if !strings.Contains(string(out), "via "+labServer) {
+		t.Errorf("no default route via %s: %s", labServer, out)
+	}
+	if out, err := exec.Command("ip", "netns", "exec", cname, "ping", "-c1", "-W2", labServer).CombinedOutput(); err != nil {
+		t.Errorf("ping %s from the container: %v: %s", labServer, err, out)
+	}
+	if l.serverLease(addr.Addr()) == "" {
+		t.Errorf("dnsmasq holds no lease for %s", addr)
+	}
+	if err := l.inHost(func() error { return l.cni.CheckNetworkList(ctx, list, rt) }); err != nil {
+		t.Errorf("CHECK: %v", err)
+	}
+	if err := l.inHost(func() error { return l.cni.DelNetworkList(ctx, list, rt) }); err != nil {
+		t.Fatal(err)
+	}
+	if recs := stateRecords(t, l.state); len(recs) != 0 {
+		t.Errorf("the daemon still holds %d lease(s) after DEL", len(recs))
+	}
+	// Our bridge plugin (like the reference's since v1.1) deletes the
+	// container interface before calling IPAM DEL, so the daemon can no
+	// longer send DHCPRELEASE: the server keeps the lease until it expires.
+	// Interface plugins that call IPAM DEL first (TestAcquireResultRelease's
+	// order) get it released.
+	t.Logf("after DEL through bridge, dnsmasq lease: %q; daemon: %v", l.serverLease(addr.Addr()),
+		strings.Contains(readFile(l.dlog), "lease not released: the interface is gone"))
+}
+
+// TestCheck: CHECK passes with the lease held and its address on the
+// interface; fails when the address is gone, when prevResult lacks it, and
+// when the daemon holds no lease.
+func TestCheck(t *testing.T) {
+	t.Parallel()
+	l := newLab(t, serverOpts{})
+	l.startDaemon()
+	c := l.container("eth0")
+	conf := l.ipamConf(spec.Current, nil)
+	res := l.add(c, "check1", conf, "")
+	call := pluginCall{cmd: "CHECK", id: "check1", netns: c.path, ifName: c.ifName}
+	l.wantCode(call, withPrev(t, conf, res), spec.ErrInternal, "is not configured on eth0")
+	c.configure(t, res.IPs[0].Address)
+	if _, err := l.run(call, withPrev(t, conf, res)); err != nil {
+		t.Fatalf("CHECK: %v", err)
+	}
+	other := res.Clone()
+	other.IPs[0].Address = netip.MustParsePrefix("10.99.0.250/24")
+	l.wantCode(call, withPrev(t, conf, other), spec.ErrInternal, "missing from prevResult")
+	if _, err := l.run(pluginCall{cmd: "DEL", id: "check1", netns: c.path, ifName: c.ifName}, conf); err != nil {
+		t.Fatal(err)
+	}
+	l.wantCode(call, withPrev(t, conf, res), spec.ErrInternal, "holds no lease")
+}
+
+// TestGC: GC releases the leases of attachments not in the valid list (at
+// the server) and keeps the others.
+func TestGC(t *testing.T) {
+	t.Parallel()
+	l := newLab(t, serverOpts{})
+	l.startDaemon()
+	conf := l.ipamConf(spec.Current, nil)
+	keep, drop := l.container("eth0"), l.container("eth0")
+	kres, dres := l.add(keep, "keep1", conf, ""), l.add(drop, "drop1", conf, "")
+	keep.configure(t, kres.IPs[0].Address)
+	drop.configure(t, dres.IPs[0].Address)
+
+	var m map[string]any
+	json.Unmarshal([]byte(conf), &m)
+	m["cni.dev/valid-attachments"] = []map[string]string{{"containerID": "keep1", "ifname": "eth0"}}
+	gcConf, _ := json.Marshal(m)
+	if _, err := l.run(pluginCall{cmd: "GC"}, string(gcConf)); err != nil {
+		t.Fatal(err)
+	}
+	l.waitFor("the stale lease released at the server", 5*time.Second, func() bool { return l.serverLease(dres.IPs[0].Address.Addr()) == "" })
+	if l.serverLease(kres.IPs[0].Address.Addr()) == "" {
+		t.Errorf("GC released the valid attachment's lease")
+	}
+	if recs := stateRecords(t, l.state); len(recs) != 1 || recs[0].ContainerID != "keep1" {
+		t.Errorf("records after GC: %+v", recs)
+	}
+}
+
+// TestStatus: STATUS succeeds while the daemon serves, code 50 when it is
+// gone; DEL with the daemon stopped cleanly (socket removed) succeeds.
+func TestStatus(t *testing.T) {
+	t.Parallel()
+	l := newLab(t, serverOpts{})
+	l.startDaemon()
+	conf := l.ipamConf(spec.Current, nil)
+	if _, err := l.run(pluginCall{cmd: "STATUS"}, conf); err != nil {
+		t.Fatalf("STATUS: %v", err)
+	}
+	l.daemon.stop(t, 15)
+	if fileExists(l.sock) {
+		t.Errorf("socket left after SIGTERM")
+	}
+	l.wantCode(pluginCall{cmd: "STATUS"}, conf, spec.ErrPluginNotAvailable, "socket absent")
+	if _, err := l.run(pluginCall{cmd: "DEL", id: "nothing1", ifName: "eth0"}, conf); err != nil {
+		t.Errorf("DEL with no daemon socket: %v", err)
+	}
+	l.wantCode(pluginCall{cmd: "ADD", id: "nothing1", netns: "/run/netns/x", ifName: "eth0"}, conf, spec.ErrTryAgainLater, "is socket absent")
+}
+
+// TestOptions: provide (value and fromArg, incl. host-name from CNI_ARGS and
+// a vendor class) reaches the server; request with skipDefault sends just
+// what is listed; a provided client identifier is used for the lease and
+// for its release.
+func TestOptions(t *testing.T) {
+	t.Parallel()
+	l := newLab(t, serverOpts{})
+	l.startDaemon()
+	c := l.container("eth0")
+	conf := l.ipamConf(spec.Current, map[string]any{
+		"provide": []map[string]any{
+			{"option": "host-name", "fromArg": "K8S_POD_NAME"},
+			{"option": "vendor-class-identifier", "value": "patchbay-test"},
+			{"option": "dhcp-client-identifier", "value": "my-client-id"},
+		},
+		"request": []map[string]any{{"skipDefault": true}, {"option": "subnet-mask"}, {"option": "42"}},
+	})
+	res := l.add(c, "opts1", conf, "IgnoreUnknown=1;K8S_POD_NAME=web-1")
+	addr := res.IPs[0].Address
+	lease := l.serverLease(addr.Addr())
+	if f := strings.Fields(lease); len(f) < 5 || f[3] != "web-1" || f[4] != hexColon([]byte("my-client-id")) {
+		t.Errorf("server lease %q, want host name web-1 and client id my-client-id", lease)
+	}
+	log := readFile(l.srvLog)
+	if !strings.Contains(log, "vendor class: patchbay-test") {
+		t.Errorf("vendor class not seen by the server")
+	}
+	if !strings.Contains(log, "requested options: 1:netmask, 42:ntp-server\n") {
+		t.Errorf("requested options not exactly 1 and 42:\n%s", log)
+	}
+	// Only what was requested came back: no router, so no gateway.
+	if res.IPs[0].Gateway.IsValid() || len(res.Routes) != 0 {
+		t.Errorf("result has gateway/routes without requesting them: %v", res)
+	}
+	c.configure(t, addr)
+	if _, err := l.run(pluginCall{cmd: "DEL", id: "opts1", netns: c.path, ifName: c.ifName}, conf); err != nil {
+		t.Fatal(err)
+	}
+	l.waitFor("release under the provided client id", 5*time.Second, func() bool { return l.serverLease(addr.Addr()) == "" })
+}
+
+// TestBadConfig: bad keys get code 7 naming the key, without a daemon.
+func TestBadConfig(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	l := &lab{t: t, sock: dir + "/none.sock"}
+	for _, c := range []struct {
+		ipam  map[string]any
+		parts []string
+	}{
+		{map[string]any{"daemonSocketPath": "relative.sock"}, []string{"ipam.daemonSocketPath", "relative.sock"}},
+		{map[string]any{"provide": []map[string]any{{"option": "no-such-option", "value": "x"}}}, []string{"ipam.provide[0].option", "no-such-option"}},
+		{map[string]any{"provide": []map[string]any{{"option": "300", "value": "x"}}}, []string{"ipam.provide[0].option", "300"}},
+		{map[string]any{"provide": []map[string]any{{"option": "53", "value": "x"}}}, []string{"ipam.provide[0].option", "message type"}},
+		{map[string]any{"provide": []map[string]any{{"option": "host-name"}}}, []string{"ipam.provide[0]", "needs \"value\" or \"fromArg\""}},
+		{map[string]any{"provide": []map[string]any{{"option": "host-name", "value": strings.Repeat("x", 256)}}}, []string{"ipam.provide[0].value", "256 bytes"}},
+		{map[string]any{"request": []map[string]any{{"option": "55"}}}, []string{"ipam.request[0].option", "parameter request list"}},
+		{map[string]any{"priority": -1}, []string{"ipam.priority", "-1"}},
+	} {
+		conf := l.ipamConf(spec.Current, c.ipam)
+		l.wantCode(pluginCall{cmd: "ADD", id: "bad1", netns: "/run/netns/x", ifName: "eth0"}, conf, spec.ErrInvalidNetworkConfig, c.parts...)
+	}
+	l.wantCode(pluginCall{cmd: "ADD", id: "bad1", netns: "/run/netns/x", ifName: "eth0"},
+		`{"cniVersion":"1.0.0","name":"n","type":"dhcp"}`, spec.ErrInvalidNetworkConfig, "ipam")
+	// fromArg longer than an option holds.
+	conf := l.ipamConf(spec.Current, map[string]any{"provide": []map[string]any{{"option": "host-name", "fromArg": "K8S_POD_NAME"}}})
+	l.wantCode(pluginCall{cmd: "ADD", id: "bad1", netns: "/run/netns/x", ifName: "eth0", args: "IgnoreUnknown=1;K8S_POD_NAME=" + strings.Repeat("y", 300)},
+		conf, spec.ErrInvalidNetworkConfig, "K8S_POD_NAME", "300 bytes")
+}
