@@ -58,3 +58,46 @@ func TestRefReleaseOrdering(t *testing.T) {
 		t.Logf("reference: after DEL dnsmasq still holds %q", l.serverLease(addr.Addr()))
 	}
 }
+
+// TestRefInterop: the protocol is the reference's, so the reference plugin
+// works against our daemon and ours against the reference daemon (ADD and
+// DEL; CHECK, GC and STATUS are ours: the reference daemon has none).
+func TestRefInterop(t *testing.T) {
+	t.Parallel()
+	l := newLab(t, serverOpts{})
+	l.startDaemon("-broadcast")
+	refSock := filepath.Join(l.dir, "ref", "dhcp.sock")
+	refBin := filepath.Join(testutil.RefBin(t), "dhcp")
+	l.start("reference dhcp daemon", filepath.Join(l.dir, "ref-daemon.log"), refBin, "daemon", "-socketpath", refSock)
+	l.waitFor("the reference daemon's socket", 10*time.Second, func() bool { return fileExists(refSock) })
+
+	for _, side := range []struct {
+		name, plugin, sock string
+	}{{"reference plugin, our daemon", refBin, l.sock}, {"our plugin, reference daemon", "", refSock}} {
+		c := l.container("eth0")
+		conf := strings.Replace(l.ipamConf(spec.Current, map[string]any{"priority": 7}), l.sock, side.sock, 1)
+		id := "interop" + string(rune('a'+l.n))
+		out, err := l.run(pluginCall{bin: side.plugin, cmd: "ADD", id: id, netns: c.path, ifName: c.ifName}, conf)
+		if err != nil {
+			t.Fatalf("%s: %v", side.name, err)
+		}
+		res, err := spec.ParseResult([]byte(out), spec.Current)
+		if err != nil || len(res.IPs) != 1 || res.IPs[0].Gateway.String() != labServer {
+			t.Fatalf("%s: result %s (%v)", side.name, out, err)
+		}
+		if len(res.Routes) != 1 || res.Routes[0].Priority != 7 {
+			t.Errorf("%s: routes %v, want the default route with priority 7", side.name, res.Routes)
+		}
+		c.configure(t, res.IPs[0].Address)
+		if _, err := l.run(pluginCall{bin: side.plugin, cmd: "DEL", id: id, netns: c.path, ifName: c.ifName}, conf); err != nil {
+			t.Errorf("%s: DEL: %v", side.name, err)
+		}
+		if side.sock == l.sock {
+			l.waitFor("our daemon to release", 5*time.Second, func() bool { return l.serverLease(res.IPs[0].Address.Addr()) == "" })
+		}
+	}
+	// -broadcast asks the server to broadcast its replies.
+	if !strings.Contains(readFile(l.srvLog), "broadcast response") {
+		t.Errorf("dnsmasq sent no broadcast response for -broadcast")
+	}
+}
