@@ -202,8 +202,9 @@ func (d *daemon) allocate(a *WireArgs) (*spec.Result, error) {
 	ctx, cancel := context.WithTimeoutCause(d.ctx, d.o.ResendTimeout,
 		fmt.Errorf("no DHCP server answered within %v", d.o.ResendTimeout))
 	defer cancel()
+	began := time.Now()
 	d.log.Info("acquiring lease", "lease", key, "netns", a.Netns)
-	ack, mac, sent, err := acquire(ctx, att, r, d.t, d.o.Broadcast)
+	ack, mac, sent, err := acquire(ctx, d.log.With("lease", key), att, r, d.t, d.o.Broadcast)
 	if err != nil {
 		if errors.Is(err, errTimeout) {
 			return nil, spec.Errorf(spec.ErrTryAgainLater, "dhcp: no lease for %s on %s: %v", a.IfName, a.Netns, err)
@@ -223,7 +224,8 @@ func (d *daemon) allocate(a *WireArgs) (*spec.Result, error) {
 		return nil, fmt.Errorf("dhcp: persist lease: %w", err)
 	}
 	d.start(r, ack)
-	d.log.Info("lease acquired", "lease", key, "address", res.IPs[0].Address, "renew", r.Renew, "expire", r.Expire)
+	d.log.Info("lease acquired", "lease", key, "address", res.IPs[0].Address, "renew", r.Renew, "expire", r.Expire,
+		"took", time.Since(began).Round(time.Microsecond))
 	return res, nil
 }
 

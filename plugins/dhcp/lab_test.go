@@ -29,7 +29,7 @@ import (
 // touches the machine's namespace, and all traffic stays inside these
 // namespaces.
 type lab struct {
-	t        *testing.T
+	t        testing.TB
 	host     string // host netns name
 	hostPath string
 	dir      string
@@ -56,8 +56,12 @@ type serverOpts struct {
 	extra  []string
 }
 
-func newLab(t *testing.T, so serverOpts) *lab {
+func newLab(t testing.TB, so serverOpts) *lab {
 	t.Helper()
+	testutil.RequireRoot(t)
+	if _, err := exec.LookPath("dnsmasq"); err != nil {
+		t.Fatalf("dnsmasq is not installed: `make test-deps` installs Debian's dnsmasq-base (%v)", err)
+	}
 	l := &lab{t: t, dir: t.TempDir(), bridge: "pbdhcp0"}
 	l.host, l.hostPath = testutil.NewNS(t, "dhh")
 	l.leases = filepath.Join(l.dir, "dnsmasq.leases")
@@ -110,7 +114,7 @@ func (l *lab) start(name, logFile string, argv ...string) *proc {
 
 // stop sends sig to the process and waits (SIGKILL after 10 s). Safe to
 // call again once it has exited.
-func (p *proc) stop(t *testing.T, sig syscall.Signal) {
+func (p *proc) stop(t testing.TB, sig syscall.Signal) {
 	select {
 	case <-p.exited:
 		return
@@ -204,7 +208,7 @@ func (l *lab) container(ifName string) *container {
 
 // configure puts the leased address on the interface, as the interface
 // plugin does after IPAM answers (the server's unicast replies need it).
-func (c *container) configure(t *testing.T, p netip.Prefix) {
+func (c *container) configure(t testing.TB, p netip.Prefix) {
 	t.Helper()
 	if out, err := exec.Command("ip", "-n", c.name, "addr", "add", p.String(), "dev", c.ifName).CombinedOutput(); err != nil {
 		t.Fatalf("configure %s: %v: %s", p, err, out)
@@ -213,7 +217,7 @@ func (c *container) configure(t *testing.T, p netip.Prefix) {
 
 // deleteIface removes the container's interface (as the interface plugin's
 // DEL or the namespace's deletion does).
-func (c *container) deleteIface(t *testing.T) {
+func (c *container) deleteIface(t testing.TB) {
 	t.Helper()
 	if out, err := exec.Command("ip", "-n", c.name, "link", "del", c.ifName).CombinedOutput(); err != nil {
 		t.Fatalf("delete %s: %v: %s", c.ifName, err, out)
@@ -363,7 +367,7 @@ func (l *lab) conflist(version string) *spec.ConfList {
 	return list
 }
 
-func ctxT(t *testing.T) context.Context {
+func ctxT(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
 	return ctx

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"net"
 	"net/netip"
@@ -316,13 +317,15 @@ func openAttachment(nsPath, ifName string) (*attachment, error) {
 // (setting it up first if it is down, as the reference does: the interface
 // plugin configures it only after IPAM answers). A DHCPNAK restarts the
 // exchange; ctx bounds it all.
-func acquire(ctx context.Context, att *attachment, r *record, t timing, broadcast bool) (*dhcpv4.DHCPv4, net.HardwareAddr, time.Time, error) {
+func acquire(ctx context.Context, log *slog.Logger, att *attachment, r *record, t timing, broadcast bool) (*dhcpv4.DHCPv4, net.HardwareAddr, time.Time, error) {
 	if att.l.Attrs().Flags&net.FlagUp == 0 {
 		if err := att.ns.H.LinkSetUp(att.l); err != nil {
 			return nil, nil, time.Time{}, fmt.Errorf("set %q up: %w", r.IfName, err)
 		}
 	}
+	t0 := time.Now()
 	att.waitOperUp(ctx, 3*time.Second)
+	log.Debug("interface ready", "operstate", att.l.Attrs().OperState, "waited", time.Since(t0).Round(time.Microsecond))
 	c, err := openConn(att.ns, att.l)
 	if err != nil {
 		return nil, nil, time.Time{}, err
@@ -334,10 +337,12 @@ func acquire(ctx context.Context, att *attachment, r *record, t timing, broadcas
 		if err != nil {
 			return nil, nil, time.Time{}, err
 		}
+		t0 := time.Now()
 		offer, _, err := c.exchange(ctx, discover, zero, bcast, nil, t.backoff, isType(dhcpv4.MessageTypeOffer))
 		if err != nil {
 			return nil, nil, time.Time{}, fmt.Errorf("DHCPDISCOVER: %w", err)
 		}
+		log.Debug("offer", "address", offer.YourIPAddr, "server", offer.ServerIdentifier(), "rtt", time.Since(t0).Round(time.Microsecond))
 		server := offer.ServerIdentifier()
 		request, err := r.message(c.mac, dhcpv4.MessageTypeRequest, broadcast,
 			dhcpv4.WithTransactionID(offer.TransactionID),
@@ -353,6 +358,7 @@ func acquire(ctx context.Context, att *attachment, r *record, t timing, broadcas
 		if err != nil {
 			return nil, nil, time.Time{}, fmt.Errorf("DHCPREQUEST for %v: %w", offer.YourIPAddr, err)
 		}
+		log.Debug("reply to REQUEST", "type", ack.MessageType(), "rtt", time.Since(sent).Round(time.Microsecond))
 		if ack.MessageType() == dhcpv4.MessageTypeNak {
 			// The offer was taken meanwhile: start over after a short pause.
 			select {

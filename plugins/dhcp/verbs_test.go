@@ -2,9 +2,11 @@ package dhcp
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/netip"
 	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -247,4 +249,57 @@ func TestBadConfig(t *testing.T) {
 	conf := l.ipamConf(spec.Current, map[string]any{"provide": []map[string]any{{"option": "host-name", "fromArg": "K8S_POD_NAME"}}})
 	l.wantCode(pluginCall{cmd: "ADD", id: "bad1", netns: "/run/netns/x", ifName: "eth0", args: "IgnoreUnknown=1;K8S_POD_NAME=" + strings.Repeat("y", 300)},
 		conf, spec.ErrInvalidNetworkConfig, "K8S_POD_NAME", "300 bytes")
+}
+
+// TestConcurrent: parallel ADDs of many attachments each get their own
+// lease, and parallel DELs release them all at the server.
+func TestConcurrent(t *testing.T) {
+	t.Parallel()
+	l := newLab(t, serverOpts{})
+	l.startDaemon()
+	conf := l.ipamConf(spec.Current, nil)
+	const n = 12
+	conts := make([]*container, n)
+	for i := range conts {
+		conts[i] = l.container("eth0")
+	}
+	results := make([]*spec.Result, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i, c := range conts {
+		wg.Go(func() {
+			out, err := l.run(pluginCall{cmd: "ADD", id: fmt.Sprintf("conc%d", i), netns: c.path, ifName: c.ifName}, conf)
+			if err == nil {
+				results[i], err = spec.ParseResult([]byte(out), spec.Current)
+			}
+			errs[i] = err
+		})
+	}
+	wg.Wait()
+	seen := map[netip.Addr]bool{}
+	for i, r := range results {
+		if errs[i] != nil {
+			t.Fatalf("ADD %d: %v", i, errs[i])
+		}
+		a := r.IPs[0].Address
+		if seen[a.Addr()] {
+			t.Errorf("address %v handed out twice", a)
+		}
+		seen[a.Addr()] = true
+		conts[i].configure(t, a)
+	}
+	for i, c := range conts {
+		wg.Go(func() {
+			_, errs[i] = l.run(pluginCall{cmd: "DEL", id: fmt.Sprintf("conc%d", i), netns: c.path, ifName: c.ifName}, conf)
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("DEL %d: %v", i, err)
+		}
+	}
+	l.waitFor("every lease released at the server", 5*time.Second, func() bool {
+		return strings.TrimSpace(readFile(l.leases)) == ""
+	})
 }
