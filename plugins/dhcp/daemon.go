@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -521,14 +520,4 @@ func (d *daemon) restore() error {
 		d.start(&r, ack)
 	}
 	return nil
-}
-
-// leaseAddr is the address a record holds (for logs and tests).
-func leaseAddr(r *record) netip.Addr {
-	ack, err := dhcpv4.FromBytes(r.ACK)
-	if err != nil {
-		return netip.Addr{}
-	}
-	a, _ := netip.AddrFromSlice(ack.YourIPAddr)
-	return a.Unmap()
 }
