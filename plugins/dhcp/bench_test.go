@@ -3,13 +3,11 @@ package dhcp
 import (
 	"fmt"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/patchbay-cni/patchbay/internal/testutil"
 	"github.com/patchbay-cni/patchbay/spec"
 )
 
@@ -23,10 +21,7 @@ import (
 func BenchmarkAddDel(b *testing.B) {
 	l := newLab(b, serverOpts{})
 	l.startDaemon()
-	refSock := filepath.Join(l.dir, "ref", "dhcp.sock")
-	refBin := filepath.Join(testutil.RefBin(b), "dhcp")
-	l.start("reference dhcp daemon", filepath.Join(l.dir, "ref-daemon.log"), refBin, "daemon", "-socketpath", refSock)
-	l.waitFor("the reference daemon's socket", 10*time.Second, func() bool { return fileExists(refSock) })
+	refBin, refSock := l.startRefDaemon()
 	for _, side := range []struct {
 		name, bin, sock string
 		up              bool

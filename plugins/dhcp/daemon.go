@@ -88,7 +88,9 @@ type daemon struct {
 	mu     sync.Mutex
 	leases map[string]*lease
 	locks  map[string]*keyLock
-	wg     sync.WaitGroup
+	// pending holds the cancel of each ADD still exchanging.
+	pending map[string]context.CancelFunc
+	wg      sync.WaitGroup
 }
 
 // lease is one maintained lease; its goroutine renews and rebinds it.
@@ -176,6 +178,21 @@ func (d *daemon) allocate(a *WireArgs) (*spec.Result, error) {
 	key := leaseKey(c.Network, c.ContainerID, c.IfName)
 	unlock := d.lock(key)
 	defer unlock()
+	// A DEL of this attachment arriving meanwhile (the runtime gave up on
+	// this ADD) cancels the exchange instead of waiting it out.
+	ctx, cancelTimeout := context.WithTimeoutCause(d.ctx, d.o.ResendTimeout,
+		fmt.Errorf("no DHCP server answered within %v", d.o.ResendTimeout))
+	defer cancelTimeout()
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	d.mu.Lock()
+	d.pending[key] = func() { cancel(errors.New("cancelled by a DEL of the same attachment")) }
+	d.mu.Unlock()
+	defer func() {
+		d.mu.Lock()
+		delete(d.pending, key)
+		d.mu.Unlock()
+	}()
 
 	if l := d.get(key); l != nil {
 		rec, ack := l.snapshot()
@@ -198,9 +215,6 @@ func (d *daemon) allocate(a *WireArgs) (*spec.Result, error) {
 		return nil, err
 	}
 	defer att.Close()
-	ctx, cancel := context.WithTimeoutCause(d.ctx, d.o.ResendTimeout,
-		fmt.Errorf("no DHCP server answered within %v", d.o.ResendTimeout))
-	defer cancel()
 	began := time.Now()
 	d.log.Info("acquiring lease", "lease", key, "netns", a.Netns)
 	ack, mac, sent, err := acquire(ctx, d.log.With("lease", key), att, r, d.t, d.o.Broadcast)
@@ -395,6 +409,12 @@ func (d *daemon) releaseAttachment(a *WireArgs) error {
 		return spec.NewError(spec.ErrDecodingFailure, "dhcp: failed to decode network configuration", err.Error())
 	}
 	key := leaseKey(n.Name, a.ContainerID, a.IfName)
+	d.mu.Lock()
+	if cancel := d.pending[key]; cancel != nil {
+		d.log.Info("DEL cancels the ADD in progress", "lease", key)
+		cancel()
+	}
+	d.mu.Unlock()
 	unlock := d.lock(key)
 	defer unlock()
 	if l := d.get(key); l != nil {

@@ -172,6 +172,18 @@ func (l *lab) startDaemon(extra ...string) {
 	})
 }
 
+// startRefDaemon runs the reference dhcp daemon v1.9.1 on its own socket
+// (its log in ref-daemon.log); it returns the reference binary (its plugin
+// too) and the socket.
+func (l *lab) startRefDaemon() (bin, sock string) {
+	l.t.Helper()
+	sock = filepath.Join(l.dir, "ref", "dhcp.sock")
+	bin = filepath.Join(testutil.RefBin(l.t), "dhcp")
+	l.start("reference dhcp daemon", filepath.Join(l.dir, "ref-daemon.log"), bin, "daemon", "-socketpath", sock)
+	l.waitFor("the reference daemon's socket", 10*time.Second, func() bool { return fileExists(sock) })
+	return bin, sock
+}
+
 func (l *lab) waitFor(what string, d time.Duration, ok func() bool) {
 	l.t.Helper()
 	deadline := time.Now().Add(d)

@@ -62,10 +62,11 @@ func (r *record) commit(ack *dhcpv4.DHCPv4, mac net.HardwareAddr, sent time.Time
 	lt := ack.IPAddressLeaseTime(defaultLeaseTime)
 	t2 := ack.IPAddressRebindingTime(lt * 7 / 8)
 	t1 := ack.IPAddressRenewalTime(lt / 2)
-	if t2 > lt {
+	// A zero T1/T2 would renew in a tight loop: take the defaults instead.
+	if t2 <= 0 || t2 > lt {
 		t2 = lt * 7 / 8
 	}
-	if t1 > t2 {
+	if t1 <= 0 || t1 > t2 {
 		t1 = t2 / 2
 	}
 	r.ACK = ack.ToBytes()

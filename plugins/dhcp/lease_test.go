@@ -108,6 +108,8 @@ func TestCommitTimes(t *testing.T) {
 			dhcpv4.WithOption(dhcpv4.OptRebindingTimeValue(9 * time.Second))}, 5 * time.Second, 9 * time.Second, 120 * time.Second},
 		{"T2 past expiry", []dhcpv4.Modifier{dhcpv4.WithOption(dhcpv4.OptRebindingTimeValue(300 * time.Second))},
 			60 * time.Second, 105 * time.Second, 120 * time.Second},
+		{"zero timers", []dhcpv4.Modifier{dhcpv4.WithOption(dhcpv4.OptRenewTimeValue(0)),
+			dhcpv4.WithOption(dhcpv4.OptRebindingTimeValue(0))}, 52500 * time.Millisecond, 105 * time.Second, 120 * time.Second},
 		{"T1 past T2", []dhcpv4.Modifier{dhcpv4.WithOption(dhcpv4.OptRenewTimeValue(100 * time.Second)),
 			dhcpv4.WithOption(dhcpv4.OptRebindingTimeValue(80 * time.Second))}, 40 * time.Second, 80 * time.Second, 120 * time.Second},
 	} {

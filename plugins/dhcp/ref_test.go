@@ -1,12 +1,10 @@
 package dhcp
 
 import (
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/patchbay-cni/patchbay/internal/testutil"
 	"github.com/patchbay-cni/patchbay/spec"
 )
 
@@ -18,10 +16,7 @@ func TestRefReleaseOrdering(t *testing.T) {
 	t.Parallel()
 	l := newLab(t, serverOpts{})
 	l.startDaemon()
-	refSock := filepath.Join(l.dir, "ref", "dhcp.sock")
-	refBin := filepath.Join(testutil.RefBin(t), "dhcp")
-	l.start("reference dhcp daemon", filepath.Join(l.dir, "ref-daemon.log"), refBin, "daemon", "-socketpath", refSock)
-	l.waitFor("the reference daemon's socket", 10*time.Second, func() bool { return readFile(refSock) == "" && fileExists(refSock) })
+	refBin, refSock := l.startRefDaemon()
 
 	for _, side := range []struct {
 		name, bin, sock string
@@ -66,10 +61,7 @@ func TestRefInterop(t *testing.T) {
 	t.Parallel()
 	l := newLab(t, serverOpts{})
 	l.startDaemon("-broadcast")
-	refSock := filepath.Join(l.dir, "ref", "dhcp.sock")
-	refBin := filepath.Join(testutil.RefBin(t), "dhcp")
-	l.start("reference dhcp daemon", filepath.Join(l.dir, "ref-daemon.log"), refBin, "daemon", "-socketpath", refSock)
-	l.waitFor("the reference daemon's socket", 10*time.Second, func() bool { return fileExists(refSock) })
+	refBin, refSock := l.startRefDaemon()
 
 	for _, side := range []struct {
 		name, plugin, sock string

@@ -80,7 +80,7 @@ func Run(ctx context.Context, o Options) error {
 
 	dctx, stopLeases := context.WithCancel(context.Background())
 	d := &daemon{o: o, t: timing{first: o.Timeout, max: o.ResendMax}, log: o.Log, ctx: dctx,
-		dir: o.HostPrefix + o.StateDir, leases: map[string]*lease{}, locks: map[string]*keyLock{}}
+		dir: o.HostPrefix + o.StateDir, leases: map[string]*lease{}, locks: map[string]*keyLock{}, pending: map[string]context.CancelFunc{}}
 	defer func() {
 		stopLeases()
 		d.wg.Wait()

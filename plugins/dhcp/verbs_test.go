@@ -303,3 +303,44 @@ func TestConcurrent(t *testing.T) {
 		return strings.TrimSpace(readFile(l.leases)) == ""
 	})
 }
+
+// TestDelCancelsAdd: a DEL of an attachment whose ADD is still waiting for
+// a server ends that ADD at once (code 11) instead of waiting out
+// -resendtimeout, and succeeds.
+func TestDelCancelsAdd(t *testing.T) {
+	t.Parallel()
+	l := newLab(t, serverOpts{})
+	l.nft(filterTable + "\n" + `insert rule inet dhcptest input udp dport 67 counter drop comment "dropped"`)
+	l.startDaemon("-resendtimeout", "60s")
+	c := l.container("eth0")
+	conf := l.ipamConf(spec.Current, nil)
+	type outcome struct {
+		out string
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		out, err := l.run(pluginCall{cmd: "ADD", id: "cancel1", netns: c.path, ifName: c.ifName}, conf)
+		done <- outcome{out, err}
+	}()
+	l.waitFor("the ADD to start", 10*time.Second, func() bool { return strings.Contains(readFile(l.dlog), `msg="acquiring lease"`) })
+	start := time.Now()
+	if _, err := l.run(pluginCall{cmd: "DEL", id: "cancel1", netns: c.path, ifName: c.ifName}, conf); err != nil {
+		t.Fatalf("DEL: %v", err)
+	}
+	select {
+	case o := <-done:
+		e, ok := spec.ParseError([]byte(o.out))
+		if o.err == nil || !ok || e.Code != spec.ErrTryAgainLater || !strings.Contains(e.Msg, "cancelled by a DEL") {
+			t.Errorf("ADD: %v %s", o.err, o.out)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("ADD still running 10 s after DEL")
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("DEL took %v", took)
+	}
+	if recs := stateRecords(t, l.state); len(recs) != 0 {
+		t.Errorf("records left: %+v", recs)
+	}
+}
