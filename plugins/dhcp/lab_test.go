@@ -123,6 +123,11 @@ func (p *proc) stop(t testing.TB, sig syscall.Signal) {
 	p.cmd.Process.Signal(sig)
 	select {
 	case <-p.exited:
+		// SIGTERM is a clean stop: anything but exit status 0 is a
+		// failure (e.g. the race detector's 66).
+		if st := p.cmd.ProcessState; sig == syscall.SIGTERM && !st.Success() {
+			t.Errorf("%s (pid %d) stopped by SIGTERM: %v", p.name, p.cmd.Process.Pid, st)
+		}
 	case <-time.After(10 * time.Second):
 		t.Errorf("%s (pid %d) ignored %v: killing it", p.name, p.cmd.Process.Pid, sig)
 		p.cmd.Process.Kill()
