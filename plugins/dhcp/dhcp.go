@@ -11,11 +11,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/rpc"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 
 	"github.com/patchbay-cni/patchbay/skel"
 	"github.com/patchbay-cni/patchbay/spec"
@@ -162,25 +161,25 @@ func call(ctx context.Context, sock, method string, args, reply any) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	client, err := rpc.DialHTTP("unix", sock)
-	if err != nil {
+	err := rpcCall(ctx, sock, method, args, reply)
+	var se rpcServerError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &se):
+		return fromRPCError(method, err)
+	case ctx.Err() != nil:
+		return spec.Errorf(spec.ErrTryAgainLater, "dhcp: daemon %s: %v", method, context.Cause(ctx))
+	}
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
 		why := errUnreachable
-		if _, serr := os.Stat(sock); errors.Is(serr, os.ErrNotExist) || errors.Is(err, syscall.ENOENT) {
+		if _, serr := os.Stat(sock); errors.Is(serr, os.ErrNotExist) {
 			why = errNoSocket
 		}
 		return &unreachableError{sock: sock, why: why, err: err}
 	}
-	defer client.Close()
-	c := client.Go(method, args, reply, make(chan *rpc.Call, 1))
-	select {
-	case <-c.Done:
-		if c.Error != nil {
-			return fromRPCError(method, c.Error)
-		}
-		return nil
-	case <-ctx.Done():
-		return spec.Errorf(spec.ErrTryAgainLater, "dhcp: daemon %s: %v", method, context.Cause(ctx))
-	}
+	return fromRPCError(method, err)
 }
 
 // unreachableError is the daemon not answering at its socket: code 11, the

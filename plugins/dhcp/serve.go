@@ -8,8 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
-	"net/rpc"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -18,47 +16,56 @@ import (
 	"time"
 )
 
-// service is what net/rpc exposes as "DHCP".
-type service struct{ d *daemon }
-
-// Allocate is ADD (the reference's method and types).
-func (s *service) Allocate(a *WireArgs, reply *WireResult) error {
-	res, err := s.d.allocate(a)
-	if err != nil {
-		return rpcError(err)
+// methods are the daemon's RPC methods: the reference's Allocate (ADD) and
+// Release (DEL) with its types, and ours: Check, GC, Status.
+func (d *daemon) methods() map[string]rpcHandler {
+	return map[string]rpcHandler{
+		"DHCP.Allocate": func(dec func(any) error) (any, error) {
+			a, err := decodeInto[WireArgs](dec)
+			if err != nil {
+				return nil, err
+			}
+			res, err := d.allocate(a)
+			if err != nil {
+				return nil, rpcError(err)
+			}
+			return toRPC(res), nil
+		},
+		"DHCP.Release": func(dec func(any) error) (any, error) {
+			a, err := decodeInto[WireArgs](dec)
+			if err != nil {
+				return nil, err
+			}
+			return &struct{}{}, rpcError(d.releaseAttachment(a))
+		},
+		"DHCP.Check": func(dec func(any) error) (any, error) {
+			a, err := decodeInto[WireArgs](dec)
+			if err != nil {
+				return nil, err
+			}
+			res, err := d.check(a)
+			if err != nil {
+				return nil, rpcError(err)
+			}
+			return toRPC(res), nil
+		},
+		"DHCP.GC": func(dec func(any) error) (any, error) {
+			a, err := decodeInto[GCArgs](dec)
+			if err != nil {
+				return nil, err
+			}
+			released, err := d.gc(a)
+			return &GCReply{Released: released}, rpcError(err)
+		},
+		"DHCP.Status": func(dec func(any) error) (any, error) {
+			if _, err := decodeInto[struct{}](dec); err != nil {
+				return nil, err
+			}
+			d.mu.Lock()
+			defer d.mu.Unlock()
+			return &StatusReply{Leases: len(d.leases)}, nil
+		},
 	}
-	*reply = *toRPC(res)
-	return nil
-}
-
-// Release is DEL (the reference's method and types).
-func (s *service) Release(a *WireArgs, _ *struct{}) error {
-	return rpcError(s.d.releaseAttachment(a))
-}
-
-// Check is CHECK; it answers the lease's result.
-func (s *service) Check(a *WireArgs, reply *WireResult) error {
-	res, err := s.d.check(a)
-	if err != nil {
-		return rpcError(err)
-	}
-	*reply = *toRPC(res)
-	return nil
-}
-
-// GC releases the leases of attachments no longer valid.
-func (s *service) GC(a *GCArgs, reply *GCReply) error {
-	released, err := s.d.gc(a)
-	reply.Released = released
-	return rpcError(err)
-}
-
-// Status answers while the daemon serves.
-func (s *service) Status(_ *struct{}, reply *StatusReply) error {
-	s.d.mu.Lock()
-	reply.Leases = len(s.d.leases)
-	s.d.mu.Unlock()
-	return nil
 }
 
 // Run serves until ctx ends or SIGTERM/SIGINT arrives. Leases stay in the
@@ -96,20 +103,30 @@ func Run(ctx context.Context, o Options) error {
 	if !activated {
 		defer os.Remove(o.HostPrefix + o.SocketPath)
 	}
-	srv := rpc.NewServer()
-	if err := srv.RegisterName("DHCP", &service{d}); err != nil {
-		return err
-	}
-	hs := &http.Server{Handler: srv, ErrorLog: slog.NewLogLogger(o.Log.Handler(), slog.LevelWarn)}
+	methods := d.methods()
 	go func() {
 		<-ctx.Done()
-		hs.Close() // hijacked RPC connections finish their call
+		ln.Close()
 	}()
 	o.Log.Info("dhcp daemon serving", "socket", o.HostPrefix+o.SocketPath, "state", d.dir, "leases", len(d.leases))
-	if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return err
+	for {
+		conn, err := ln.Accept()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			return fmt.Errorf("accept: %w", err)
+		}
+		go func() {
+			if err := serveRPC(conn, methods); err != nil {
+				o.Log.Debug("rpc connection", "error", err)
+			}
+		}()
 	}
-	return nil
 }
 
 // listen takes the socket systemd passed (socket activation, as the

@@ -5,18 +5,18 @@ import (
 	"errors"
 	"net"
 	"net/netip"
-	"net/rpc"
 
 	"github.com/patchbay-cni/patchbay/spec"
 )
 
-// The plugin and the daemon speak the reference's protocol: Go net/rpc over
-// HTTP CONNECT on a unix socket, gob-encoded, service "DHCP" with methods
+// The plugin and the daemon speak the reference's protocol (rpc.go): Go
+// net/rpc over HTTP CONNECT on a unix socket, gob-encoded, with methods
 // Allocate and Release taking the reference's skel.CmdArgs and returning its
 // current.Result. Gob matches struct fields by name, so the types below
 // (same field names) interoperate with the reference in both directions: the
 // reference plugin works against our daemon, ours against the reference
-// daemon for ADD and DEL. Check, GC and Status are ours.
+// daemon for ADD and DEL. Check, GC and Status are ours. Types crossing the
+// wire are exported because gob encodes exported fields only.
 
 // WireArgs has the field names of the reference's skel.CmdArgs.
 type WireArgs struct {
@@ -163,7 +163,7 @@ func rpcError(err error) error {
 
 // fromRPCError turns a daemon error back into a CNI error.
 func fromRPCError(method string, err error) error {
-	var se rpc.ServerError
+	var se rpcServerError
 	if errors.As(err, &se) {
 		if ce, ok := spec.ParseError([]byte(se)); ok {
 			return ce
