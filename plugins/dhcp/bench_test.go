@@ -36,10 +36,7 @@ func BenchmarkAddDel(b *testing.B) {
 				// and macvlan plugins hand it to IPAM. up: already up and
 				// transmitting (the DHCP exchange alone).
 				if side.up {
-					exec.Command("ip", "-n", c.name, "link", "set", c.ifName, "up").Run()
-					l.waitFor("operstate up", 5*time.Second, func() bool {
-						return operUp(c)
-					})
+					l.up(c)
 				}
 				id := fmt.Sprintf("bench-%s-%d", strings.ReplaceAll(side.name, "/", "-"), i)
 				call := pluginCall{bin: side.bin, id: id, netns: c.path, ifName: c.ifName}
@@ -67,11 +64,6 @@ func BenchmarkAddDel(b *testing.B) {
 			b.ReportMetric(median(dels), "del-ms")
 		})
 	}
-}
-
-func operUp(c *container) bool {
-	out, _ := exec.Command("ip", "-n", c.name, "-o", "link", "show", c.ifName).CombinedOutput()
-	return strings.Contains(string(out), "state UP")
 }
 
 func median(d []time.Duration) float64 {

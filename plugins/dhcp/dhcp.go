@@ -115,7 +115,18 @@ func gc(a *skel.CmdArgs) error {
 	if len(reply.Released) > 0 {
 		a.Log.Info("released stale leases", "leases", reply.Released)
 	}
+	if noMethod(err) {
+		a.Log.Warn("the dhcp daemon has no GC (the reference daemon?): nothing collected", "socket", sock)
+		return nil
+	}
 	return err
+}
+
+// noMethod reports a daemon without the method called: the reference
+// daemon has only Allocate and Release.
+func noMethod(err error) bool {
+	var ce *spec.Error
+	return errors.As(err, &ce) && strings.Contains(ce.Msg, "rpc: can't find method")
 }
 
 // status succeeds while the daemon answers; code 50 otherwise. A reference
@@ -126,11 +137,10 @@ func status(a *skel.CmdArgs) error {
 		return err
 	}
 	err = call(a.Ctx, sock, "DHCP.Status", &struct{}{}, &StatusReply{})
-	var ce *spec.Error
 	switch {
 	case err == nil:
 		return nil
-	case errors.As(err, &ce) && strings.Contains(ce.Msg, "can't find method"):
+	case noMethod(err):
 		return nil
 	case errors.Is(err, errNoSocket) || errors.Is(err, errUnreachable):
 		return spec.Errorf(spec.ErrPluginNotAvailable, "%v", err)

@@ -223,6 +223,21 @@ func (l *lab) container(ifName string) *container {
 	return c
 }
 
+// up sets the container's interface up and waits until it transmits
+// (operstate UP). The reference daemon sends its first DISCOVER on a link it
+// just set up, loses it and waits 10 s: tests that are not about that hand
+// it an interface that is up already.
+func (l *lab) up(c *container) {
+	l.t.Helper()
+	if out, err := exec.Command("ip", "-n", c.name, "link", "set", c.ifName, "up").CombinedOutput(); err != nil {
+		l.t.Fatalf("set %s up: %v: %s", c.ifName, err, out)
+	}
+	l.waitFor(c.ifName+" operstate up", 5*time.Second, func() bool {
+		out, _ := exec.Command("ip", "-n", c.name, "-o", "link", "show", c.ifName).CombinedOutput()
+		return strings.Contains(string(out), "state UP")
+	})
+}
+
 // configure puts the leased address on the interface, as the interface
 // plugin does after IPAM answers (the server's unicast replies need it).
 func (c *container) configure(t testing.TB, p netip.Prefix) {

@@ -22,6 +22,7 @@ func TestRefReleaseOrdering(t *testing.T) {
 		name, bin, sock string
 	}{{"ours", "", l.sock}, {"reference", refBin, refSock}} {
 		c := l.container("eth0")
+		l.up(c)
 		conf := strings.Replace(l.ipamConf(spec.Current, nil), l.sock, side.sock, 1)
 		id := "rel-" + side.name
 		out, err := l.run(pluginCall{bin: side.bin, cmd: "ADD", id: id, netns: c.path, ifName: c.ifName}, conf)
@@ -67,6 +68,7 @@ func TestRefInterop(t *testing.T) {
 		name, plugin, sock string
 	}{{"reference plugin, our daemon", refBin, l.sock}, {"our plugin, reference daemon", "", refSock}} {
 		c := l.container("eth0")
+		l.up(c)
 		conf := strings.Replace(l.ipamConf(spec.Current, map[string]any{"priority": 7}), l.sock, side.sock, 1)
 		id := "interop" + string(rune('a'+l.n))
 		out, err := l.run(pluginCall{bin: side.plugin, cmd: "ADD", id: id, netns: c.path, ifName: c.ifName}, conf)
@@ -86,6 +88,14 @@ func TestRefInterop(t *testing.T) {
 		}
 		if side.sock == l.sock {
 			l.waitFor("our daemon to release", 5*time.Second, func() bool { return l.serverLease(res.IPs[0].Address.Addr()) == "" })
+		}
+	}
+	// STATUS and GC of our plugin against the reference daemon (which
+	// has neither): ready, nothing collected.
+	refConf := strings.Replace(l.ipamConf(spec.Current, nil), l.sock, refSock, 1)
+	for _, verb := range []string{"STATUS", "GC"} {
+		if _, err := l.run(pluginCall{cmd: verb}, refConf); err != nil {
+			t.Errorf("%s against the reference daemon: %v", verb, err)
 		}
 	}
 	// -broadcast asks the server to broadcast its replies.
