@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/netip"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -343,4 +345,35 @@ func TestDelCancelsAdd(t *testing.T) {
 	if recs := stateRecords(t, l.state); len(recs) != 0 {
 		t.Errorf("records left: %+v", recs)
 	}
+}
+
+// TestHostPrefix: with -hostprefix the daemon finds namespaces, its socket
+// and its state under the prefix (a daemon in a container with the host's
+// root mounted there). The prefix here holds a link to /run/netns.
+func TestHostPrefix(t *testing.T) {
+	t.Parallel()
+	l := newLab(t, serverOpts{})
+	prefix := filepath.Join(l.dir, "host")
+	if err := os.MkdirAll(filepath.Join(prefix, "run"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/run/netns", filepath.Join(prefix, "run", "netns")); err != nil {
+		t.Fatal(err)
+	}
+	argv := []string{filepath.Join(testutil.OurBin(t), "dhcp"), "daemon", "-hostprefix", prefix,
+		"-socketpath", "/run/cni/dhcp.sock", "-statedir", "/var/lib/cni/dhcp", "-timeout", "1s"}
+	l.start("dhcp daemon", l.dlog, argv...)
+	l.sock = filepath.Join(prefix, "run", "cni", "dhcp.sock") // where the plugin (on the host) finds it
+	l.waitFor("the daemon's socket under the prefix", 10*time.Second, func() bool { return fileExists(l.sock) })
+	c := l.container("eth0")
+	conf := l.ipamConf(spec.Current, nil)
+	res := l.add(c, "prefix1", conf, "")
+	if recs := stateRecords(t, filepath.Join(prefix, "var", "lib", "cni", "dhcp")); len(recs) != 1 || recs[0].Netns != c.path {
+		t.Errorf("records under the prefix: %+v", recs)
+	}
+	c.configure(t, res.IPs[0].Address)
+	if _, err := l.run(pluginCall{cmd: "DEL", id: "prefix1", netns: c.path, ifName: c.ifName}, conf); err != nil {
+		t.Fatal(err)
+	}
+	l.waitFor("the release", 5*time.Second, func() bool { return l.serverLease(res.IPs[0].Address.Addr()) == "" })
 }
