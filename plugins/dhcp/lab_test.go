@@ -155,7 +155,7 @@ func (l *lab) startServer(so serverOpts) {
 	}
 	args = append(args, so.extra...)
 	l.dnsmasq = l.start("dnsmasq", filepath.Join(l.dir, "dnsmasq.out"), args...)
-	l.waitFor("dnsmasq to listen", 5*time.Second, func() bool {
+	l.waitFor("dnsmasq to listen", 10*time.Second, func() bool {
 		return strings.Contains(readFile(l.srvLog), "DHCP, sockets bound")
 	})
 }

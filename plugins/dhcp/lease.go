@@ -148,6 +148,10 @@ func leaseResult(ack *dhcpv4.DHCPv4, priority int) (*spec.Result, error) {
 	return res, nil
 }
 
+// freshRepeat is when the first DISCOVER on a link that has just come up is
+// repeated (see acquire).
+const freshRepeat = 300 * time.Millisecond
+
 // timing is how the client paces retransmissions.
 type timing struct {
 	// first is the wait for a reply to the first transmission; each
@@ -278,14 +282,17 @@ func (e *errGone) Error() string { return e.what }
 // DISCOVER is lost that way, costing it its 10 s timeout), and the operstate
 // turns up at that same moment. Without carrier it never does: then the
 // exchange's own retransmissions take over.
-func (a *attachment) waitOperUp(ctx context.Context, limit time.Duration) {
+// It reports whether the link was not up yet when called (it has just come
+// up, or never did).
+func (a *attachment) waitOperUp(ctx context.Context, limit time.Duration) (fresh bool) {
 	deadline := time.Now().Add(limit)
 	for {
 		if st := a.l.Attrs().OperState; st == netlink.OperUp || st == netlink.OperUnknown {
-			return
+			return fresh
 		}
+		fresh = true
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			return
+			return fresh
 		}
 		time.Sleep(2 * time.Millisecond)
 		if l, err := a.ns.LinkByIndex(a.l.Attrs().Index); err == nil {
@@ -319,14 +326,29 @@ func openAttachment(nsPath, ifName string) (*attachment, error) {
 // plugin configures it only after IPAM answers). A DHCPNAK restarts the
 // exchange; ctx bounds it all.
 func acquire(ctx context.Context, log *slog.Logger, att *attachment, r *record, t timing, broadcast bool) (*dhcpv4.DHCPv4, net.HardwareAddr, time.Time, error) {
-	if att.l.Attrs().Flags&net.FlagUp == 0 {
+	setUp := att.l.Attrs().Flags&net.FlagUp == 0
+	if setUp {
 		if err := att.ns.H.LinkSetUp(att.l); err != nil {
 			return nil, nil, time.Time{}, fmt.Errorf("set %q up: %w", r.IfName, err)
 		}
 	}
 	t0 := time.Now()
-	att.waitOperUp(ctx, 3*time.Second)
+	fresh := att.waitOperUp(ctx, 3*time.Second) || setUp
 	log.Debug("interface ready", "operstate", att.l.Attrs().OperState, "waited", time.Since(t0).Round(time.Microsecond))
+	// On a link that has just come up, the far side may not forward yet
+	// (a veth's peer on a bridge becomes a forwarding port when the kernel
+	// has processed its own carrier change, which our side cannot see):
+	// the first DISCOVER can vanish. Repeat it once after a short wait
+	// rather than after the full first timeout; then the usual backoff.
+	discoverWait := t.backoff
+	if fresh {
+		discoverWait = func(i int) time.Duration {
+			if i == 0 {
+				return min(t.first, freshRepeat)
+			}
+			return t.backoff(i - 1)
+		}
+	}
 	c, err := openConn(att.ns, att.l)
 	if err != nil {
 		return nil, nil, time.Time{}, err
@@ -339,7 +361,7 @@ func acquire(ctx context.Context, log *slog.Logger, att *attachment, r *record, 
 			return nil, nil, time.Time{}, err
 		}
 		t0 := time.Now()
-		offer, _, err := c.exchange(ctx, discover, zero, bcast, nil, t.backoff, isType(dhcpv4.MessageTypeOffer))
+		offer, _, err := c.exchange(ctx, discover, zero, bcast, nil, discoverWait, isType(dhcpv4.MessageTypeOffer))
 		if err != nil {
 			return nil, nil, time.Time{}, fmt.Errorf("DHCPDISCOVER: %w", err)
 		}
