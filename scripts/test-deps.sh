@@ -17,6 +17,7 @@ command -v nft >/dev/null || need_pkgs+=(nftables)
 command -v iptables >/dev/null || need_pkgs+=(iptables)
 command -v ping >/dev/null || need_pkgs+=(iputils-ping)
 command -v strace >/dev/null || need_pkgs+=(strace)
+command -v dnsmasq >/dev/null || need_pkgs+=(dnsmasq-base) # the dhcp plugin's test server (never run as a service)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
 	echo "installing Debian packages: ${need_pkgs[*]}"
 	export DEBIAN_FRONTEND=noninteractive

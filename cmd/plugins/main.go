@@ -12,6 +12,7 @@ import (
 	"sort"
 
 	"github.com/patchbay-cni/patchbay/plugins/bridge"
+	"github.com/patchbay-cni/patchbay/plugins/dhcp"
 	"github.com/patchbay-cni/patchbay/plugins/hostlocal"
 	"github.com/patchbay-cni/patchbay/plugins/loopback"
 	"github.com/patchbay-cni/patchbay/plugins/portmap"
@@ -24,6 +25,7 @@ import (
 // plugins lists every plugin linked into this binary. Keep it sorted by type.
 var plugins = []skel.Plugin{
 	bridge.Plugin(),
+	dhcp.Plugin(),
 	hostlocal.Plugin(),
 	loopback.Plugin(),
 	portmap.Plugin(),
@@ -39,6 +41,9 @@ func main() {
 		skel.Register(p)
 	}
 	name := filepath.Base(os.Args[0])
+	if name == "dhcp" && len(os.Args) > 1 && os.Args[1] == "daemon" {
+		os.Exit(dhcp.Daemon(os.Args[2:], os.Stderr))
+	}
 	if p, ok := byType[name]; ok {
 		skel.Main(p)
 	}

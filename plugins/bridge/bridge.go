@@ -240,18 +240,20 @@ func del(a *skel.CmdArgs) error {
 	if err != nil {
 		return err
 	}
-	removed, err := link.DelContainerLink(a.Netns, a.IfName)
-	if err != nil {
-		return err
-	}
-	var errs []error
+	// IPAM first, while the interface exists: a DHCP lease is released
+	// over it (dhcp sends DHCPRELEASE on the container's interface).
 	if c.IPAM.Type != "" {
 		if err := skel.DelegateVerb(a, spec.CmdDel, c.IPAM.Type); err != nil {
 			return err
 		}
 	}
+	removed, err := link.DelContainerLink(a.Netns, a.IfName)
+	if err != nil {
+		return err
+	}
 	fw := firewall.NewSession()
 	defer fw.Close()
+	var errs []error
 	if c.MacSpoofChk {
 		if err := fw.TeardownSpoofCheck(a.ContainerID + "-" + a.IfName); err != nil {
 			errs = append(errs, err)
