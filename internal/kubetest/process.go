@@ -5,10 +5,11 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"runtime"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/patchbay-cni/patchbay/internal/launch"
 )
 
 // process is one child we started; we only ever signal it through its own
@@ -24,8 +25,7 @@ type process struct {
 	stopErr  error
 }
 
-// startProcess starts bin with args, output to logPath, from the launcher
-// thread (see launch).
+// startProcess starts bin with args, output to logPath (see launch.Start).
 func startProcess(name, logPath, bin string, args ...string) (*process, error) {
 	log, err := os.Create(logPath)
 	if err != nil {
@@ -35,8 +35,7 @@ func startProcess(name, logPath, bin string, args ...string) (*process, error) {
 	cmd.Stdout, cmd.Stderr = log, log
 	// Die with the test binary even when it never runs its cleanups (a
 	// -timeout panic, a crash): no orphan servers.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := launch(cmd); err != nil {
+	if err := launch.Start(cmd); err != nil {
 		log.Close()
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
@@ -85,60 +84,6 @@ func (p *process) stop(grace time.Duration) error {
 		}
 	})
 	return p.stopErr
-}
-
-// The launcher starts every child from one OS thread that stays locked and
-// never exits. Pdeathsig fires when the forking *thread* exits, so forking
-// from an arbitrary goroutine could kill our servers whenever the runtime
-// retires that thread (e.g. a netns test ending with its thread locked).
-// Children also inherit the forking thread's network namespace: the launcher
-// refuses to start anything unless its thread is in the process's own one.
-var (
-	launchOnce sync.Once
-	launchReqs chan launchReq
-)
-
-type launchReq struct {
-	cmd *exec.Cmd
-	res chan error
-}
-
-func launch(cmd *exec.Cmd) error {
-	launchOnce.Do(func() {
-		launchReqs = make(chan launchReq)
-		go launcher()
-	})
-	r := launchReq{cmd: cmd, res: make(chan error)}
-	launchReqs <- r
-	return <-r.res
-}
-
-func launcher() {
-	runtime.LockOSThread() // never unlocked, on purpose
-	for r := range launchReqs {
-		if err := sameNetns(); err != nil {
-			r.res <- err
-			continue
-		}
-		r.res <- r.cmd.Start()
-	}
-}
-
-// sameNetns checks that this thread is in the network namespace of the
-// process's main thread.
-func sameNetns() error {
-	mine, err := os.Readlink("/proc/thread-self/ns/net")
-	if err != nil {
-		return err
-	}
-	main, err := os.Readlink("/proc/self/ns/net")
-	if err != nil {
-		return err
-	}
-	if mine != main {
-		return fmt.Errorf("launcher thread is in network namespace %s, not the process's %s", mine, main)
-	}
-	return nil
 }
 
 // tailFile returns the last n lines of a file (or why it cannot).
