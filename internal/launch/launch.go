@@ -1,6 +1,6 @@
 // Package launch starts long-lived child processes (test servers, QEMU) so
 // that they die with the process that started them, even when it is
-// SIGKILLed and never runs a cleanup.
+// SIGKILLed and never runs a cleanup, and stops them by PID within a bound.
 //
 // Each child gets Pdeathsig SIGKILL. Pdeathsig fires when the forking
 // *thread* exits, not the process, so children are forked from one OS thread
@@ -18,21 +18,24 @@ import (
 	"runtime"
 	"sync"
 	"syscall"
+	"time"
 )
 
-var (
-	once sync.Once
-	reqs chan req
-)
+// Process is a child started by Start. We only ever signal it through its
+// own os.Process (a pidfd where the kernel has them), never by name.
+type Process struct {
+	Cmd  *exec.Cmd
+	done chan struct{} // closed once Wait returned
+	err  error         // Wait's result, valid after done
 
-type req struct {
-	cmd *exec.Cmd
-	res chan error
+	stopOnce sync.Once
+	stopErr  error
 }
 
 // Start starts cmd (as cmd.Start does) with Pdeathsig SIGKILL, from the
-// launcher thread. Other SysProcAttr fields of cmd are kept.
-func Start(cmd *exec.Cmd) error {
+// launcher thread, and waits for it in the background. Other SysProcAttr
+// fields of cmd are kept.
+func Start(cmd *exec.Cmd) (*Process, error) {
 	if cmd.SysProcAttr == nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
 	}
@@ -43,7 +46,73 @@ func Start(cmd *exec.Cmd) error {
 	})
 	r := req{cmd: cmd, res: make(chan error)}
 	reqs <- r
-	return <-r.res
+	if err := <-r.res; err != nil {
+		return nil, err
+	}
+	p := &Process{Cmd: cmd, done: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+// Pid is the process id.
+func (p *Process) Pid() int { return p.Cmd.Process.Pid }
+
+// Done is closed when the process has ended.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
+// Exited reports whether the process has ended, and Wait's result if so.
+func (p *Process) Exited() (bool, error) {
+	select {
+	case <-p.done:
+		return true, p.err
+	default:
+		return false, nil
+	}
+}
+
+// Stop asks the process to end with ask (nil: SIGTERM), kills it by PID if
+// it is still there after grace, and waits for its end (10 s more at most).
+// Only the first call acts; every call returns its result. name labels
+// errors.
+func (p *Process) Stop(name string, grace time.Duration, ask func() error) error {
+	p.stopOnce.Do(func() {
+		if done, _ := p.Exited(); done {
+			return
+		}
+		if ask == nil {
+			ask = func() error { return p.Cmd.Process.Signal(syscall.SIGTERM) }
+		}
+		if err := ask(); err != nil {
+			if done, _ := p.Exited(); done {
+				return
+			}
+			p.stopErr = fmt.Errorf("%s (pid %d): asking it to stop: %v", name, p.Pid(), err)
+		}
+		select {
+		case <-p.done:
+		case <-time.After(grace):
+			p.Cmd.Process.Kill()
+			select {
+			case <-p.done:
+			case <-time.After(10 * time.Second):
+				p.stopErr = fmt.Errorf("%s (pid %d) did not exit after SIGKILL", name, p.Pid())
+			}
+		}
+	})
+	return p.stopErr
+}
+
+var (
+	once sync.Once
+	reqs chan req
+)
+
+type req struct {
+	cmd *exec.Cmd
+	res chan error
 }
 
 func launcher() {

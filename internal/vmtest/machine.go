@@ -69,14 +69,11 @@ type Machine struct {
 	// Release is the guest kernel's release (uname -r).
 	Release string
 
-	opts Options
-	dir  string
-	cmd  *exec.Cmd
-	conn *os.File // host end of the control socketpair
-
-	exited  chan struct{} // closed when QEMU has exited
-	waitErr error         // QEMU's exit, valid after exited
-	ready   chan readyMessage
+	opts  Options
+	dir   string
+	qemu  *launch.Process
+	conn  *os.File // host end of the control socketpair
+	ready chan readyMessage
 
 	wmu sync.Mutex // serializes frames to the guest
 
@@ -171,7 +168,7 @@ func Start(opts Options) (*Machine, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &Machine{opts: opts, dir: dir, exited: make(chan struct{}), ready: make(chan readyMessage, 1),
+	m := &Machine{opts: opts, dir: dir, ready: make(chan readyMessage, 1),
 		sessions: map[uint32]*session{}}
 	t0 := time.Now()
 	if err := m.start(qemu, k); err != nil {
@@ -185,8 +182,9 @@ func Start(opts Options) (*Machine, error) {
 	case r := <-m.ready:
 		m.Boot, m.Release = time.Since(t0), r.Release
 		return m, nil
-	case <-m.exited:
-		err = fmt.Errorf("the VM stopped while booting (%v)", m.waitErr)
+	case <-m.qemu.Done():
+		_, werr := m.qemu.Exited()
+		err = fmt.Errorf("the VM stopped while booting (%v)", werr)
 	case <-time.After(opts.BootTimeout):
 		err = fmt.Errorf("the VM did not boot within %v", opts.BootTimeout)
 	}
@@ -241,23 +239,19 @@ func (m *Machine) start(qemu string, k *Kernel) error {
 		return err
 	}
 	defer qlog.Close()
-	m.cmd = exec.Command(qemu, args...)
-	m.cmd.ExtraFiles = []*os.File{guest}
+	cmd := exec.Command(qemu)
+	cmd.ExtraFiles = []*os.File{guest}
 	if m.opts.Shell {
 		args = append(args, "-serial", "mon:stdio")
-		m.cmd.Stdin, m.cmd.Stdout, m.cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	} else {
 		args = append(args, "-serial", "file:"+qemuEscape(console), "-monitor", "none")
-		m.cmd.Stdout, m.cmd.Stderr = qlog, qlog
+		cmd.Stdout, cmd.Stderr = qlog, qlog
 	}
-	m.cmd.Args = append([]string{qemu}, args...)
-	if err := launch.Start(m.cmd); err != nil {
+	cmd.Args = append(cmd.Args, args...)
+	if m.qemu, err = launch.Start(cmd); err != nil {
 		return fmt.Errorf("start QEMU: %w", err)
 	}
-	go func() {
-		m.waitErr = m.cmd.Wait()
-		close(m.exited)
-	}()
 	if m.opts.Console != nil && !m.opts.Shell {
 		go m.followConsole(console)
 	}
@@ -487,37 +481,34 @@ func (m *Machine) Exec(ctx context.Context, c Command) (code int, err error) {
 // deadError explains a broken control channel, with the VM's logs.
 func (m *Machine) deadError() error {
 	select {
-	case <-m.exited:
+	case <-m.qemu.Done():
 	case <-time.After(5 * time.Second):
 	}
 	m.mu.Lock()
 	rerr := m.readErr
 	m.mu.Unlock()
 	state := "running"
-	if m.Exited() {
-		state = fmt.Sprintf("exited: %v", m.waitErr)
+	if done, werr := m.qemu.Exited(); done {
+		state = fmt.Sprintf("exited: %v", werr)
 	}
 	return fmt.Errorf("vmtest: the VM's control channel broke (%v; QEMU %s)\n%s", rerr, state, m.logTails())
 }
 
 // Exited reports whether QEMU has ended.
 func (m *Machine) Exited() bool {
-	select {
-	case <-m.exited:
-		return true
-	default:
-		return false
-	}
+	done, _ := m.qemu.Exited()
+	return done
 }
 
 // Wait waits for QEMU to end (a Shell machine's shell exiting).
 func (m *Machine) Wait() error {
-	<-m.exited
-	return m.waitErr
+	<-m.qemu.Done()
+	_, err := m.qemu.Exited()
+	return err
 }
 
 // PID is QEMU's process id.
-func (m *Machine) PID() int { return m.cmd.Process.Pid }
+func (m *Machine) PID() int { return m.qemu.Pid() }
 
 // Dir holds console.log, qemu.log and share/ (the guest's /run/vmtest).
 func (m *Machine) Dir() string { return m.dir }
@@ -538,20 +529,11 @@ func (m *Machine) Stop() error { return m.stop(5 * time.Second) }
 func (m *Machine) stop(grace time.Duration) error {
 	var err error
 	m.stopOnce.Do(func() {
+		if m.qemu != nil {
+			err = m.qemu.Stop("QEMU", grace, func() error { m.conn.Close(); return nil })
+		}
 		if m.conn != nil {
 			m.conn.Close()
-		}
-		if m.cmd != nil && m.cmd.Process != nil {
-			select {
-			case <-m.exited:
-			case <-time.After(grace):
-				m.cmd.Process.Kill()
-				select {
-				case <-m.exited:
-				case <-time.After(10 * time.Second):
-					err = fmt.Errorf("vmtest: QEMU (pid %d) did not exit after SIGKILL", m.PID())
-				}
-			}
 		}
 		if !m.opts.Keep {
 			os.RemoveAll(m.dir)
@@ -567,7 +549,7 @@ func (m *Machine) followConsole(path string) {
 		var err error
 		if f, err = os.Open(path); err != nil {
 			select {
-			case <-m.exited:
+			case <-m.qemu.Done():
 				return
 			case <-time.After(20 * time.Millisecond):
 			}
@@ -582,7 +564,7 @@ func (m *Machine) followConsole(path string) {
 		}
 		if err == io.EOF {
 			select {
-			case <-m.exited:
+			case <-m.qemu.Done():
 				if n == 0 {
 					return
 				}

@@ -193,7 +193,7 @@ func TestAgentPowersOffOnHangUp(t *testing.T) {
 	defer m.Stop()
 	m.conn.Close()
 	select {
-	case <-m.exited:
+	case <-m.qemu.Done():
 	case <-time.After(30 * time.Second):
 		t.Fatal("the VM still runs 30 s after the host hung up")
 	}

@@ -134,7 +134,10 @@ func TestKillingTheRunnerKillsQEMU(t *testing.T) {
 	select {
 	case l := <-line:
 		if _, err := fmt.Sscanf(l, "qemu-pid %d", &pid); err != nil {
-			t.Fatalf("runner said %q", l)
+			for more := range line { // the runner's error goes on with the VM's logs
+				l += "\n" + more
+			}
+			t.Fatalf("runner said:\n%s", l)
 		}
 	case <-time.After(3 * time.Minute):
 		t.Fatal("the runner did not boot its VM within 3 minutes")

@@ -124,7 +124,8 @@ func machine(t *testing.T) *Machine {
 		if !m.Exited() {
 			return m
 		}
-		t.Logf("vmtest: the VM (QEMU pid %d) ended (%v); booting a new one", m.PID(), m.waitErr)
+		_, werr := m.qemu.Exited()
+		t.Logf("vmtest: the VM (QEMU pid %d) ended (%v); booting a new one", m.PID(), werr)
 		m.Stop()
 		shared.machine = nil
 	}

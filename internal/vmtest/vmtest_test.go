@@ -77,6 +77,25 @@ func moveTo(t *testing.T, from *link.NS, l netlink.Link, target *link.NS) {
 	must(t, from.H.LinkSetNsFd(l, target.Fd()))
 }
 
+// slave makes an ipvlan or macvlan link, by the type of its mode.
+func slave(mode any, attrs netlink.LinkAttrs) netlink.Link {
+	if m, ok := mode.(netlink.IPVlanMode); ok {
+		return &netlink.IPVlan{LinkAttrs: attrs, Mode: m}
+	}
+	return &netlink.Macvlan{LinkAttrs: attrs, Mode: mode.(netlink.MacvlanMode)}
+}
+
+// slaveMode is the mode an ipvlan or macvlan link reads back with.
+func slaveMode(l netlink.Link) any {
+	switch l := l.(type) {
+	case *netlink.IPVlan:
+		return l.Mode
+	case *netlink.Macvlan:
+		return l.Mode
+	}
+	return nil
+}
+
 // TestLinkTypes creates, inside the VM, each link type this machine's kernel
 // lacks, in namespaces created inside the VM, and checks it works: read back
 // from the kernel, and traffic where the type carries any.
@@ -118,50 +137,35 @@ func TestLinkTypes(t *testing.T) {
 			}
 			must(t, ping(t, a, "192.0.2.2"))
 		})
-		t.Run("ipvlan", func(t *testing.T) {
-			// The parent is a dummy of its own: ipvlan and macvlan cannot
-			// share one parent link.
-			_, hp := testutil.NewNS(t, "ipvh")
-			a, ap := testutil.NewNS(t, "ipva")
-			_, bp := testutil.NewNS(t, "ipvb")
-			h, an, bn := open(t, hp), open(t, ap), open(t, bp)
-			must(t, h.H.LinkAdd(&netlink.Dummy{LinkAttrs: netlink.LinkAttrs{Name: "parent"}}))
-			parent := byName(t, h, "parent")
-			must(t, h.H.LinkSetUp(parent))
-			for i, ns := range []*link.NS{an, bn} {
-				name := fmt.Sprintf("ipvl%d", i)
-				must(t, h.H.LinkAdd(&netlink.IPVlan{LinkAttrs: netlink.LinkAttrs{Name: name, ParentIndex: parent.Attrs().Index},
-					Mode: netlink.IPVLAN_MODE_L2}))
-				moveTo(t, h, byName(t, h, name), ns)
-				l := byName(t, ns, name)
-				if il, ok := l.(*netlink.IPVlan); !ok || il.Mode != netlink.IPVLAN_MODE_L2 {
-					t.Fatalf("%s reads back as %#v", name, l)
+		// Two slaves of one parent, each in its own namespace, reach each
+		// other. Each type has a dummy parent of its own: ipvlan and macvlan
+		// cannot share one parent link.
+		for i, c := range []struct {
+			kind string
+			mode any // the mode the slave is made with and reads back with
+		}{{"ipvlan", netlink.IPVLAN_MODE_L2}, {"macvlan", netlink.MACVLAN_MODE_BRIDGE}} {
+			t.Run(c.kind, func(t *testing.T) {
+				_, hp := testutil.NewNS(t, c.kind+"h")
+				a, ap := testutil.NewNS(t, c.kind+"a")
+				_, bp := testutil.NewNS(t, c.kind+"b")
+				h, an, bn := open(t, hp), open(t, ap), open(t, bp)
+				must(t, h.H.LinkAdd(&netlink.Dummy{LinkAttrs: netlink.LinkAttrs{Name: "parent"}}))
+				parent := byName(t, h, "parent")
+				must(t, h.H.LinkSetUp(parent))
+				first := 11 + 10*i
+				for j, ns := range []*link.NS{an, bn} {
+					name := fmt.Sprintf("%s%d", c.kind, j)
+					must(t, h.H.LinkAdd(slave(c.mode, netlink.LinkAttrs{Name: name, ParentIndex: parent.Attrs().Index})))
+					moveTo(t, h, byName(t, h, name), ns)
+					l := byName(t, ns, name)
+					if got := slaveMode(l); got != c.mode {
+						t.Fatalf("%s reads back as %#v (mode %v, want %v)", name, l, got, c.mode)
+					}
+					addrUp(t, ns, l, fmt.Sprintf("192.0.2.%d/24", first+j))
 				}
-				addrUp(t, ns, l, fmt.Sprintf("192.0.2.%d/24", 11+i))
-			}
-			must(t, ping(t, a, "192.0.2.12"))
-		})
-		t.Run("macvlan", func(t *testing.T) {
-			_, hp := testutil.NewNS(t, "macvh")
-			a, ap := testutil.NewNS(t, "macva")
-			_, bp := testutil.NewNS(t, "macvb")
-			h, an, bn := open(t, hp), open(t, ap), open(t, bp)
-			must(t, h.H.LinkAdd(&netlink.Dummy{LinkAttrs: netlink.LinkAttrs{Name: "parent"}}))
-			parent := byName(t, h, "parent")
-			must(t, h.H.LinkSetUp(parent))
-			for i, ns := range []*link.NS{an, bn} {
-				name := fmt.Sprintf("macvl%d", i)
-				must(t, h.H.LinkAdd(&netlink.Macvlan{LinkAttrs: netlink.LinkAttrs{Name: name, ParentIndex: parent.Attrs().Index},
-					Mode: netlink.MACVLAN_MODE_BRIDGE}))
-				moveTo(t, h, byName(t, h, name), ns)
-				l := byName(t, ns, name)
-				if ml, ok := l.(*netlink.Macvlan); !ok || ml.Mode != netlink.MACVLAN_MODE_BRIDGE {
-					t.Fatalf("%s reads back as %#v", name, l)
-				}
-				addrUp(t, ns, l, fmt.Sprintf("192.0.2.%d/24", 21+i))
-			}
-			must(t, ping(t, a, "192.0.2.22"))
-		})
+				must(t, ping(t, a, fmt.Sprintf("192.0.2.%d", first+1)))
+			})
+		}
 		t.Run("vrf", func(t *testing.T) {
 			_, p := testutil.NewNS(t, "vrf")
 			ns := open(t, p)
