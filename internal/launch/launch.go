@@ -16,6 +16,8 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -103,6 +105,25 @@ func (p *Process) Stop(name string, grace time.Duration, ask func() error) error
 		}
 	})
 	return p.stopErr
+}
+
+// StartTime identifies a live process across pid reuse: its start time
+// (field 22 of /proc/PID/stat), or "" when it is gone or a zombie.
+func StartTime(pid int) string {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return ""
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')') // the command name may hold anything
+	if i < 0 {
+		return ""
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 20 || f[0] == "Z" || f[0] == "X" {
+		return ""
+	}
+	return f[19]
 }
 
 var (

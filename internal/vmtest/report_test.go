@@ -7,12 +7,12 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/patchbay-cni/patchbay/internal/launch"
 	"github.com/patchbay-cni/patchbay/internal/vmtest"
 )
 
@@ -101,7 +101,7 @@ func runnerRole() {
 		os.Exit(1)
 	}
 	go m.Exec(context.Background(), vmtest.Command{Args: []string{"sleep", "600"}})
-	fmt.Printf("qemu-pid %d\n", m.PID())
+	fmt.Printf("qemu-pid %d %s\n", m.PID(), m.Dir())
 	time.Sleep(10 * time.Minute)
 	os.Exit(1)
 }
@@ -131,9 +131,10 @@ func TestKillingTheRunnerKillsQEMU(t *testing.T) {
 		close(line)
 	}()
 	var pid int
+	var dir string
 	select {
 	case l := <-line:
-		if _, err := fmt.Sscanf(l, "qemu-pid %d", &pid); err != nil {
+		if _, err := fmt.Sscanf(l, "qemu-pid %d %s", &pid, &dir); err != nil {
 			for more := range line { // the runner's error goes on with the VM's logs
 				l += "\n" + more
 			}
@@ -142,41 +143,32 @@ func TestKillingTheRunnerKillsQEMU(t *testing.T) {
 	case <-time.After(3 * time.Minute):
 		t.Fatal("the runner did not boot its VM within 3 minutes")
 	}
-	started := startTime(pid)
+	started := launch.StartTime(pid)
 	if exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid)); !strings.Contains(exe, "qemu-system") || started == "" {
 		t.Fatalf("pid %d is %q, not QEMU", pid, exe)
 	}
 	t.Cleanup(func() { // only if the test failed, and only that very process
-		if startTime(pid) == started {
+		if launch.StartTime(pid) == started {
 			syscall.Kill(pid, syscall.SIGKILL)
 		}
 	})
 	must(t, runner.Process.Signal(syscall.SIGKILL))
 	runner.Wait()
 	deadline := time.Now().Add(10 * time.Second)
-	for startTime(pid) == started {
+	for launch.StartTime(pid) == started {
 		if time.Now().After(deadline) {
 			t.Fatalf("QEMU (pid %d) still runs 10 s after its runner was SIGKILLed", pid)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-}
-
-// startTime identifies a live process (a pid can be reused): its start time
-// from /proc/PID/stat, or "" once it is gone or a zombie.
-func startTime(pid int) string {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return ""
+	// The runner could not remove its VM's directory; the next Start does.
+	if _, err := os.Stat(dir); err != nil {
+		t.Fatalf("the runner's VM directory: %v", err)
 	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return ""
+	m, err := vmtest.Start(vmtest.Options{})
+	must(t, err)
+	must(t, m.Stop())
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("the dead runner's VM directory %s is still there after a new Start (%v)", dir, err)
 	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 20 || f[0] == "Z" || f[0] == "X" {
-		return ""
-	}
-	return f[19] // field 22, starttime
 }
