@@ -42,7 +42,8 @@ func InVM() bool { return os.Getenv(guestEnv) == "1" }
 
 // AgentMain makes a program usable as Options.Agent: call it first in main.
 // Inside the VM, started as the agent, it serves the host and exits; in
-// every other case it returns at once. (Main calls it for test binaries.)
+// every other case it returns at once. (Main and Wrap call it for test
+// binaries.)
 func AgentMain() {
 	if os.Getenv(agentEnv) == "1" {
 		os.Unsetenv(agentEnv)
@@ -64,20 +65,23 @@ var shared struct {
 //	func TestMain(m *testing.M) { vmtest.Main(m) }
 //
 // It serves as the VM's agent when started as one, otherwise runs the tests
-// and then stops the VM if one was booted. A TestMain that needs more can do
-// the same in three steps: AgentMain(); code := m.Run(); Stop(code).
-func Main(m *testing.M) {
+// and then stops the VM if one was booted.
+func Main(m *testing.M) { os.Exit(Wrap(m.Run)) }
+
+// Wrap is Main for a TestMain that does more around m.Run:
+//
+//	os.Exit(vmtest.Wrap(func() int { setup(); defer teardown(); return m.Run() }))
+//
+// Inside the VM, started as the agent, it serves and exits; otherwise it
+// runs run, stops the test binary's VM, if one was booted, and returns run's
+// exit code (1 if stopping failed). With PATCHBAY_VM_KEEP=1 the VM's
+// directory (console and QEMU logs) is kept and named on stderr.
+func Wrap(run func() int) int {
 	AgentMain()
 	shared.mu.Lock()
 	shared.inMain = true
 	shared.mu.Unlock()
-	os.Exit(Stop(m.Run()))
-}
-
-// Stop stops the test binary's VM, if one was booted, and returns code, or 1
-// if stopping failed. With PATCHBAY_VM_KEEP=1 its directory (console and
-// QEMU logs) is kept and named on stderr.
-func Stop(code int) int {
+	code := run()
 	shared.mu.Lock()
 	defer shared.mu.Unlock()
 	m := shared.machine
@@ -114,7 +118,7 @@ func machine(t *testing.T) *Machine {
 	shared.mu.Lock()
 	defer shared.mu.Unlock()
 	if !shared.inMain {
-		t.Fatal("vmtest.Run needs `func TestMain(m *testing.M) { vmtest.Main(m) }` in the package (it stops the VM)")
+		t.Fatal("vmtest.Run needs `func TestMain(m *testing.M) { vmtest.Main(m) }` (or vmtest.Wrap) in the package: it serves inside the VM and stops the VM")
 	}
 	if shared.err != nil {
 		t.Fatalf("vmtest: the VM failed to boot earlier: %v", shared.err)
