@@ -136,6 +136,8 @@ func (w streamWriter) Write(p []byte) (int, error) {
 // a package) and the exit frame follows its last output.
 func (a *agent) start(id uint32, req startRequest) {
 	cmd := exec.Command(req.Args[0], req.Args[1:]...)
+	// Look the command up in the caller's PATH, not the agent's.
+	cmd.Path, cmd.Err = lookPath(req.Args[0], req.Env)
 	cmd.Env = append(req.Env, guestEnv+"=1")
 	cmd.Dir = req.Dir
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -168,4 +170,28 @@ func (a *agent) start(id uint32, req startRequest) {
 		}
 		a.sendJSON(frameExit, id, msg)
 	}()
+}
+
+// lookPath finds name as a shell would with env's PATH; a name with a slash
+// is used as it is (relative to the command's directory).
+func lookPath(name string, env []string) (string, error) {
+	if strings.Contains(name, "/") {
+		return name, nil
+	}
+	path := ""
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			path = v
+		}
+	}
+	for _, dir := range filepath.SplitList(path) {
+		if dir == "" {
+			dir = "."
+		}
+		p := filepath.Join(dir, name)
+		if st, err := os.Stat(p); err == nil && !st.IsDir() && st.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%q not found in PATH %q", name, path)
 }

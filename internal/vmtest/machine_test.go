@@ -86,6 +86,14 @@ func TestExec(t *testing.T) {
 		if want := "1 bar " + dir + "\n"; out != want {
 			t.Fatalf("got %q, want %q", out, want)
 		}
+		// The command is looked up in its own PATH, here a directory the
+		// host made after the VM booted.
+		if err := os.WriteFile(filepath.Join(dir, "vmtest-probe"), []byte("#!/bin/sh\necho probed\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if code, out, errOut := vmExec(t, m, Command{Args: []string{"vmtest-probe"}, Env: []string{"PATH=/usr/bin:" + dir}}); code != 0 || out != "probed\n" {
+			t.Fatalf("got %d %q %q", code, out, errOut)
+		}
 	})
 	t.Run("large-output", func(t *testing.T) {
 		_, out, _ := vmExec(t, m, Command{Args: []string{"sh", "-c", "head -c 3000000 /dev/zero | tr '\\0' x"}})
