@@ -64,8 +64,10 @@ type Options struct {
 
 // Machine is one running test VM.
 type Machine struct {
-	// Boot is the time from starting QEMU to the agent's first frame.
-	Boot time.Duration
+	// Boot is the time from starting QEMU to the agent's first frame;
+	// GuestUptime the guest kernel's uptime then (the rest is QEMU and
+	// firmware).
+	Boot, GuestUptime time.Duration
 	// Release is the guest kernel's release (uname -r).
 	Release string
 
@@ -182,6 +184,8 @@ func Start(opts Options) (*Machine, error) {
 	select {
 	case r := <-m.ready:
 		m.Boot, m.Release = time.Since(t0), r.Release
+		up, _ := strconv.ParseFloat(r.Uptime, 64)
+		m.GuestUptime = time.Duration(up * float64(time.Second))
 		return m, nil
 	case <-m.qemu.Done():
 		_, werr := m.qemu.Exited()

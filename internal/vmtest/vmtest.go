@@ -142,7 +142,8 @@ func machine(t *testing.T) *Machine {
 		}
 	}
 	shared.machine = m
-	t.Logf("vmtest: VM booted in %v (kernel %s, %d CPUs, QEMU pid %d)", m.Boot.Round(time.Millisecond), m.Release, m.opts.CPUs, m.PID())
+	t.Logf("vmtest: VM booted in %v (guest uptime %v; kernel %s, %d CPUs, QEMU pid %d)",
+		m.Boot.Round(time.Millisecond), m.GuestUptime, m.Release, m.opts.CPUs, m.PID())
 	return m
 }
 

@@ -71,7 +71,8 @@ func run(opts vmtest.Options, args []string, timeout time.Duration, verbose bool
 		return 0
 	}
 	if verbose {
-		fmt.Fprintf(os.Stderr, "vmrun: VM booted in %v (kernel %s, QEMU pid %d)\n", m.Boot.Round(time.Millisecond), m.Release, m.PID())
+		fmt.Fprintf(os.Stderr, "vmrun: VM booted in %v (guest uptime %v; kernel %s, QEMU pid %d)\n",
+			m.Boot.Round(time.Millisecond), m.GuestUptime, m.Release, m.PID())
 	}
 	t0 := time.Now()
 	code, err := m.Exec(ctx, vmtest.Command{Args: args, Stdout: os.Stdout, Stderr: os.Stderr})
