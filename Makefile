@@ -11,6 +11,9 @@ export PATCHBAY_REF_BIN := $(REF_BIN)
 # A real etcd + kube-apiserver for the multinet tests (scripts/kube-deps.sh).
 KUBE_VERSION ?= v1.32.13
 export PATCHBAY_KUBE_APISERVER ?= $(HOME)/.cache/patchbay/kube-$(KUBE_VERSION)/kube-apiserver
+# Debian's kernel + initramfs for the tests that run in a QEMU VM
+# (internal/vmtest; scripts/vm-deps.sh).
+export PATCHBAY_VM_DIR ?= $(HOME)/.cache/patchbay/vm/current
 
 .PHONY: build test test-deps demo bench vet clean
 
@@ -28,14 +31,17 @@ build:
 test-deps:
 	REF_BIN=$(REF_BIN) REF_PLUGINS_VERSION=$(REF_PLUGINS_VERSION) CNITOOL_VERSION=$(CNITOOL_VERSION) bash scripts/test-deps.sh
 	bash scripts/kube-deps.sh
+	bash scripts/vm-deps.sh
 
 vet:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	$(GO) vet ./...
 
-# All tests, as root: installs what they need first.
+# All tests, as root: installs what they need first. Test binaries are
+# static too (CGO_ENABLED=0): internal/vmtest re-runs them inside a VM, where
+# a dynamically linked program starts slower.
 test: test-deps build vet
-	$(GO) test -count=1 -p 2 -timeout 30m ./...
+	CGO_ENABLED=0 $(GO) test -count=1 -p 2 -timeout 30m ./...
 
 demo: build
 	bash scripts/demo.sh

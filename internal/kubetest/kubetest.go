@@ -72,12 +72,12 @@ func Start(t testing.TB) *Cluster {
 			t.Errorf("kubetest: stop: %v", err)
 		}
 	})
-	t.Logf("kubetest: %s ready in %v (etcd pid %d, apiserver pid %d)", c.URL, c.Startup.Round(time.Millisecond), c.etcd.pid(), c.apiserver.pid())
+	t.Logf("kubetest: %s ready in %v (etcd pid %d, apiserver pid %d)", c.URL, c.Startup.Round(time.Millisecond), c.etcd.Pid(), c.apiserver.Pid())
 	return c
 }
 
 // PIDs returns the process IDs of etcd and kube-apiserver.
-func (c *Cluster) PIDs() []int { return []int{c.etcd.pid(), c.apiserver.pid()} }
+func (c *Cluster) PIDs() []int { return []int{c.etcd.Pid(), c.apiserver.Pid()} }
 
 // Stop kills the apiserver then etcd (SIGTERM, SIGKILL after a grace period)
 // and waits for both. Safe to call more than once.

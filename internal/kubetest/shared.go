@@ -63,7 +63,7 @@ func Shared(t testing.TB) *Cluster {
 		}
 		if shared.err == nil {
 			c := shared.cluster
-			t.Logf("kubetest: shared cluster %s ready in %v (etcd pid %d, apiserver pid %d)", c.URL, c.Startup.Round(1e6), c.etcd.pid(), c.apiserver.pid())
+			t.Logf("kubetest: shared cluster %s ready in %v (etcd pid %d, apiserver pid %d)", c.URL, c.Startup.Round(1e6), c.etcd.Pid(), c.apiserver.Pid())
 		}
 	}
 	if shared.err != nil {

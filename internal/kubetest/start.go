@@ -163,14 +163,14 @@ func (c *Cluster) startAPIServer(bin, etcdURL string, cr *credentials) error {
 func waitReady(p *process, timeout time.Duration, ready func() bool) error {
 	deadline := time.Now().Add(timeout)
 	for {
-		if done, err := p.exited(); done {
-			return fmt.Errorf("%s (pid %d) exited before becoming ready: %v", p.name, p.pid(), err)
+		if done, err := p.Exited(); done {
+			return fmt.Errorf("%s (pid %d) exited before becoming ready: %v", p.name, p.Pid(), err)
 		}
 		if ready() {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%s (pid %d) not ready after %v", p.name, p.pid(), timeout)
+			return fmt.Errorf("%s (pid %d) not ready after %v", p.name, p.Pid(), timeout)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
