@@ -151,9 +151,8 @@ func EtcdFlags(dataDir, clientURL, peerURL string) []string {
 
 // APIServerFlags are the kube-apiserver flags that work here (see
 // DESIGN.md): the credentials of cr, etcd at etcdURL, serving on
-// address:port, RBAC authorization, no endpoint reconciler. Later flags of
-// the same name override these (internal/nodetest adds the Node
-// authorizer).
+// address:port, RBAC authorization, no endpoint reconciler (internal/nodetest
+// replaces some, e.g. adds the Node authorizer).
 func APIServerFlags(cr *Credentials, etcdURL, address string, port int, certDir string) []string {
 	return []string{
 		"--etcd-servers=" + etcdURL,

@@ -138,7 +138,7 @@ func killCgroup(name string, except int) []string {
 			continue
 		}
 		dirs = append(dirs, d)
-		if h.v2 {
+		if h.v2 && !inCgroup(except, name) {
 			os.WriteFile(filepath.Join(d, "cgroup.kill"), []byte("1"), 0o644)
 		}
 	}
@@ -207,6 +207,23 @@ func removeCgroups(name string) []string {
 		}
 	}
 	return left
+}
+
+// inCgroup reports whether process pid is in the cgroup v2 tree /name.
+func inCgroup(pid int, name string) bool {
+	if pid == 0 {
+		return false
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if p, ok := strings.CutPrefix(line, "0::"); ok {
+			return p == "/"+name || strings.HasPrefix(p, "/"+name+"/")
+		}
+	}
+	return false
 }
 
 func procName(pid int) string {

@@ -32,12 +32,10 @@ type apiHelpers struct {
 	mapper *restmapper.DeferredDiscoveryRESTMapper
 }
 
-func (a *apiHelpers) close() {}
-
 // connect makes the admin clients, through the forwarder.
 func (n *Node) connect() error {
 	n.Config = &rest.Config{
-		Host:            "https://" + n.listener.Addr().String(),
+		Host:            "https://" + n.apiAddr,
 		BearerToken:     n.Credentials.AdminToken,
 		TLSClientConfig: rest.TLSClientConfig{CAData: n.Credentials.CAPEM},
 		QPS:             100,

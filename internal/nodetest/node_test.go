@@ -139,13 +139,11 @@ func TestNodeReady(t *testing.T) {
 		t.Errorf("InternalIP %q, want %s", ip, nodetest.NodeIP)
 	}
 	// Every component runs, inside the node's own network namespace.
-	var rss int
 	for name, pid := range n.PIDs() {
 		ino := inode(t, fmt.Sprintf("/proc/%d/ns/net", pid))
 		if ino != n.NetnsInode() {
 			t.Errorf("%s (pid %d) is not in the node's network namespace", name, pid)
 		}
-		rss += rssKiB(pid)
 	}
 	if inode(t, "/proc/self/ns/net") == n.NetnsInode() {
 		t.Error("the test process is in the node's network namespace")
@@ -153,8 +151,22 @@ func TestNodeReady(t *testing.T) {
 	// The machine's kernel settings are what they were: kubelet only saw
 	// the files covering them.
 	checkMachine(t, machine)
-	t.Logf("node Ready %v after start (components ready in %v); RSS of the %d processes %d MiB",
-		n.Ready.Round(time.Millisecond), n.Startup.Round(time.Millisecond), len(n.PIDs()), rss/1024)
+	t.Logf("node Ready %v after start (components ready in %v); RSS of the node's processes %d MiB",
+		n.Ready.Round(time.Millisecond), n.Startup.Round(time.Millisecond), nodeRSS(t, n)/1024)
+}
+
+// nodeRSS is the resident memory of every process of the node, in KiB.
+func nodeRSS(t *testing.T, n *nodetest.Node) int {
+	t.Helper()
+	pids, err := n.Processes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kib := 0
+	for _, pid := range pids {
+		kib += rssKiB(pid)
+	}
+	return kib
 }
 
 func inode(t *testing.T, path string) uint64 {
@@ -202,6 +214,8 @@ func TestPodOnBridge(t *testing.T) {
 	ns := n.Namespace(t, "bridge")
 	c := ctx(t, 2*time.Minute)
 	manifest := strings.Replace(busyboxPod, "name: bb\n", "name: bb\n  namespace: "+ns+"\n", 1)
+	rssBefore := nodeRSS(t, n)
+	cacheStart, netnsStart := dirNames(n.HostPath("/var/lib/cni/results")), dirNames(n.HostPath("/run/netns"))
 	t0 := time.Now()
 	if _, err := n.Apply(c, []byte(manifest)); err != nil {
 		t.Fatal(err)
@@ -210,7 +224,8 @@ func TestPodOnBridge(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("pod apply → Running: %v", time.Since(t0).Round(time.Millisecond))
+	t.Logf("pod apply → Running: %v; node RSS %d MiB before the pod, %+d MiB with it",
+		time.Since(t0).Round(time.Millisecond), rssBefore/1024, (nodeRSS(t, n)-rssBefore)/1024)
 
 	podIP, err := netip.ParseAddr(pod.Status.PodIP)
 	if err != nil || !netip.MustParsePrefix(nodetest.PodCIDR).Contains(podIP) {
@@ -233,9 +248,9 @@ func TestPodOnBridge(t *testing.T) {
 	if br == nil || !slices.Contains(br.Addrs, netip.MustParsePrefix("10.244.0.1/24")) {
 		t.Fatalf("node interfaces %+v: want bridge %s with 10.244.0.1/24", nodeIfs, nodetest.BridgeName)
 	}
-	hostVeths := attached(nodeIfs, br.Index)
-	if len(hostVeths) != 1 {
-		t.Errorf("veths on %s: %v, want one", nodetest.BridgeName, hostVeths)
+	hostVeth := findIndex(nodeIfs, eth0.Peer)
+	if hostVeth == nil || hostVeth.Kind != "veth" || hostVeth.Master != br.Index {
+		t.Fatalf("node interfaces %+v: want eth0's peer (index %d) a veth on %s", nodeIfs, eth0.Peer, nodetest.BridgeName)
 	}
 	reservation := filepath.Join(n.HostPath("/var/lib/cni/networks"), nodetest.BridgeNetwork, podIP.String())
 	if _, err := os.Stat(reservation); err != nil {
@@ -248,6 +263,19 @@ func TestPodOnBridge(t *testing.T) {
 	}
 	if out, _, err := n.Exec(c, ns, "bb", "bb", "ping", "-c", "1", "-W", "5", "10.244.0.1"); err != nil {
 		t.Errorf("ping the gateway from the pod: %v\n%s", err, out)
+	}
+	// The apiserver answers on the node IP (plain HTTP to its TLS port:
+	// "400 Bad Request" proves the connection; busybox has no TLS).
+	out, _, err = n.Exec(c, ns, "bb", "bb", "sh", "-c", `printf 'GET / HTTP/1.0\r\n\r\n' | nc -w 5 `+nodetest.NodeIP+` 6443`)
+	if !strings.Contains(out, "400 Bad Request") {
+		t.Errorf("apiserver at the node IP from the pod: %v %q", err, out)
+	}
+
+	// The entries of this pod: new since the start.
+	cacheBefore := newEntries(n.HostPath("/var/lib/cni/results"), cacheStart)
+	netnsBefore := newEntries(n.HostPath("/run/netns"), netnsStart)
+	if len(cacheBefore) == 0 || len(netnsBefore) == 0 {
+		t.Errorf("no libcni cache entry (%v) or network namespace file (%v) for the pod", cacheBefore, netnsBefore)
 	}
 
 	// kubectl delete pod: kubelet stops the sandbox, containerd runs CNI DEL.
@@ -263,22 +291,23 @@ func TestPodOnBridge(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v := attached(nodeIfs, br.Index); len(v) != 0 {
-		t.Errorf("veths left on %s: %v", nodetest.BridgeName, v)
-	}
-	for _, i := range nodeIfs {
-		if i.Kind == "veth" {
-			t.Errorf("veth left on the node: %+v", i)
-		}
+	if v := find(nodeIfs, hostVeth.Name); v != nil {
+		t.Errorf("the pod's host veth is left: %+v", v)
 	}
 	if _, err := os.Stat(reservation); !os.IsNotExist(err) {
 		t.Errorf("host-local reservation %s left: %v", reservation, err)
 	}
-	if left := dirNames(n.HostPath("/var/lib/cni/results")); len(left) != 0 {
-		t.Errorf("libcni cache entries left: %v", left)
+	// libcni's cache entry and the pod's namespace file, both named after
+	// the sandbox (other tests' pods may come and go meanwhile).
+	for _, f := range dirNames(n.HostPath("/var/lib/cni/results")) {
+		if slices.Contains(cacheBefore, f) {
+			t.Errorf("libcni cache entry left: %s", f)
+		}
 	}
-	if left := dirNames(n.HostPath("/run/netns")); len(left) != 0 {
-		t.Errorf("pod network namespaces left: %v", left)
+	for _, f := range dirNames(n.HostPath("/run/netns")) {
+		if slices.Contains(netnsBefore, f) {
+			t.Errorf("pod network namespace left: %s", f)
+		}
 	}
 }
 
@@ -291,11 +320,21 @@ func find(ifs []nodetest.Interface, name string) *nodetest.Interface {
 	return nil
 }
 
-func attached(ifs []nodetest.Interface, master int) []string {
+func findIndex(ifs []nodetest.Interface, index int) *nodetest.Interface {
+	for i := range ifs {
+		if ifs[i].Index == index {
+			return &ifs[i]
+		}
+	}
+	return nil
+}
+
+// newEntries lists the entries of dir that are not in before.
+func newEntries(dir string, before []string) []string {
 	var out []string
-	for _, i := range ifs {
-		if i.Master == master {
-			out = append(out, i.Name)
+	for _, n := range dirNames(dir) {
+		if !slices.Contains(before, n) {
+			out = append(out, n)
 		}
 	}
 	return out
@@ -615,4 +654,100 @@ func ownerHelper() {
 	b, _ := json.Marshal(id)
 	fmt.Println(string(b))
 	select {}
+}
+
+// A privileged hostNetwork DaemonSet (the shape of a CNI installer) runs on
+// the node, sees the node's network namespace, and its hostPath volumes are
+// the node's standard directories: what it writes to /opt/cni/bin lands in
+// the test's directory, never in the machine's /opt.
+func TestDaemonSetHostPaths(t *testing.T) {
+	n := nodetest.Shared(t)
+	ns := n.Namespace(t, "ds")
+	c := ctx(t, 2*time.Minute)
+	manifest := `
+apiVersion: apps/v1
+kind: DaemonSet
+metadata:
+  name: installer
+  namespace: ` + ns + `
+spec:
+  selector: {matchLabels: {app: installer}}
+  template:
+    metadata: {labels: {app: installer}}
+    spec:
+      hostNetwork: true
+      tolerations: [{operator: Exists}]
+      terminationGracePeriodSeconds: 1
+      containers:
+      - name: install
+        image: ` + nodetest.BusyboxImage + `
+        securityContext: {privileged: true}
+        command: ["sh", "-c", "cp /bin/busybox /host/opt/cni/bin/installed-by-ds && ls /host/etc/cni/net.d > /host/var/lib/cni/conf-listing && exec sleep 3600"]
+        volumeMounts:
+        - {name: bin, mountPath: /host/opt/cni/bin}
+        - {name: conf, mountPath: /host/etc/cni/net.d}
+        - {name: state, mountPath: /host/var/lib/cni}
+      volumes:
+      - {name: bin, hostPath: {path: /opt/cni/bin}}
+      - {name: conf, hostPath: {path: /etc/cni/net.d}}
+      - {name: state, hostPath: {path: /var/lib/cni}}
+`
+	if _, err := n.Apply(c, []byte(manifest)); err != nil {
+		t.Fatal(err)
+	}
+	pod, err := n.WaitDaemonSet(c, ns, "installer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := n.Exec(c, ns, pod.Name, "install", "ip", "-o", "-4", "addr", "show", "lo")
+	if err != nil || !strings.Contains(out, nodetest.NodeIP) {
+		t.Errorf("hostNetwork pod's lo: %q %v (want the node IP %s)", out, err, nodetest.NodeIP)
+	}
+	if _, err := os.Stat(n.HostPath("/opt/cni/bin/installed-by-ds")); err != nil {
+		t.Errorf("file the DaemonSet installed: %v", err)
+	}
+	if _, err := os.Stat("/opt/cni/bin/installed-by-ds"); !os.IsNotExist(err) {
+		t.Errorf("the DaemonSet wrote to the machine's /opt/cni/bin: %v", err)
+	}
+	listing, err := os.ReadFile(n.HostPath("/var/lib/cni/conf-listing"))
+	if err != nil || strings.TrimSpace(string(listing)) != "10-patchbay-bridge.conflist" {
+		t.Errorf("the DaemonSet's view of /etc/cni/net.d: %q %v", listing, err)
+	}
+	// The node runs what its conf dir says; the machine's own is untouched.
+	if out, err := n.Run(c, "ls", "/etc/cni/net.d"); err != nil || strings.TrimSpace(out) != "10-patchbay-bridge.conflist" {
+		t.Errorf("node's /etc/cni/net.d: %q %v", out, err)
+	}
+}
+
+// Bad options are refused before anything starts, with a message naming
+// the option, and leave nothing behind.
+func TestBadOptions(t *testing.T) {
+	empty := t.TempDir()
+	for _, tc := range []struct {
+		name string
+		opts nodetest.Options
+		want string
+	}{
+		{"relative host dir", nodetest.Options{HostDirs: []string{"run/x"}}, `"run/x"`},
+		{"host dir twice", nodetest.Options{HostDirs: []string{"/run/netns"}}, `"/run/netns" given twice`},
+		{"no loopback plugin", nodetest.Options{CNIBinDir: empty}, "no loopback plugin"},
+		{"conf file name with a slash", nodetest.Options{CNIConfig: map[string]string{"../x.conflist": "{}"}}, `"../x.conflist"`},
+		{"missing image archive", nodetest.Options{Images: []string{filepath.Join(empty, "none.tar")}}, "none.tar"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n, err := nodetest.New(tc.opts)
+			if err == nil {
+				n.Stop()
+				t.Fatal("started")
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %q, want one mentioning %s", strings.SplitN(err.Error(), "\n", 2)[0], tc.want)
+			}
+			if n != nil {
+				if _, serr := os.Stat(n.Dir); !os.IsNotExist(serr) {
+					t.Errorf("%s left: %v", n.Dir, serr)
+				}
+			}
+		})
+	}
 }

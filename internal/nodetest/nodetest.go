@@ -162,6 +162,7 @@ type Node struct {
 
 	opts      Options
 	cgroup    string // cgroup name, /patchbay-node-<id> in every hierarchy
+	apiAddr   string // the forwarder's address, on the machine's loopback
 	sup       *exec.Cmd
 	supPID    int
 	control   io.WriteCloser
@@ -244,6 +245,7 @@ func New(opts Options) (n *Node, err error) {
 	if n.listener, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
 		return n, err
 	}
+	n.apiAddr = n.listener.Addr().String()
 	cfg, err := n.prepare(bins)
 	if err != nil {
 		return n, err
@@ -327,7 +329,9 @@ func findBinaries() (binaries, error) {
 // network and mount namespaces and its own session (a Ctrl-C to the test's
 // process group must not kill it before it cleaned up).
 func (n *Node) startSupervisor(cfg *supervisorConfig) error {
+	// The supervisor gets the listener; this process keeps none of it.
 	lf, err := n.listener.(*net.TCPListener).File()
+	n.listener.Close()
 	if err != nil {
 		return err
 	}
@@ -465,11 +469,8 @@ func (n *Node) Stop() error {
 }
 
 func (n *Node) stop() error {
-	if n.api != nil {
-		n.api.close()
-	}
 	if n.listener != nil {
-		n.listener.Close()
+		n.listener.Close() // if the supervisor never got it
 	}
 	var problems []string
 	if n.sup != nil {

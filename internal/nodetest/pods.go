@@ -92,6 +92,43 @@ func (n *Node) WaitPodGone(ctx context.Context, namespace, name string) error {
 	return nil
 }
 
+// WaitDaemonSet waits until the DaemonSet's pod on the node is scheduled,
+// Running and Ready (with the current template), and returns it.
+func (n *Node) WaitDaemonSet(ctx context.Context, namespace, name string) (*corev1.Pod, error) {
+	var pod *corev1.Pod
+	err := poll(ctx, fmt.Sprintf("DaemonSet %s/%s ready", namespace, name), func() (bool, string, error) {
+		ds, err := n.Client.AppsV1().DaemonSets(namespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		st := ds.Status
+		if st.ObservedGeneration < ds.Generation || st.DesiredNumberScheduled < 1 ||
+			st.UpdatedNumberScheduled < st.DesiredNumberScheduled || st.NumberReady < st.DesiredNumberScheduled {
+			return false, fmt.Sprintf("desired %d, updated %d, ready %d", st.DesiredNumberScheduled, st.UpdatedNumberScheduled, st.NumberReady), nil
+		}
+		sel, err := metav1.LabelSelectorAsSelector(ds.Spec.Selector)
+		if err != nil {
+			return false, "", err
+		}
+		pods, err := n.Client.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		for i := range pods.Items {
+			p := &pods.Items[i]
+			if p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning && p.Spec.NodeName == NodeName {
+				pod = p
+				return true, "", nil
+			}
+		}
+		return false, fmt.Sprintf("%d pods, none Running", len(pods.Items)), nil
+	})
+	if err != nil && pod == nil {
+		return nil, err
+	}
+	return pod, err
+}
+
 // DescribePod summarizes a pod for error messages: phase, conditions,
 // container states and the pod's events, like a short `kubectl describe`.
 func (n *Node) DescribePod(namespace, name string) string {
@@ -171,6 +208,25 @@ func (n *Node) PodPIDs(pod *corev1.Pod) ([]int, error) {
 	return nil, fmt.Errorf("no process of pod %s/%s (uid %s) in cgroup /%s/kubepods", pod.Namespace, pod.Name, pod.UID, n.cgroup)
 }
 
+// Processes returns the PIDs of every process of the node: components,
+// shims and pods (all run in the node's cgroup).
+func (n *Node) Processes() ([]int, error) {
+	hs, err := hierarchies()
+	if err != nil {
+		return nil, err
+	}
+	var best []int
+	for _, h := range hs {
+		// Every process is in every hierarchy; take the fullest answer in
+		// case one was read while a process was being moved.
+		if pids := cgroupProcs(filepath.Join(h.mount, n.cgroup)); len(pids) > len(best) {
+			best = pids
+		}
+	}
+	sort.Ints(best)
+	return best, nil
+}
+
 // PodNetnsPath returns a path to the pod's network namespace
 // (/proc/<pid>/ns/net of one of its processes; valid while that process
 // runs). A hostNetwork pod's is the node's (NetnsPath).
@@ -205,6 +261,7 @@ type Interface struct {
 	MTU    int
 	Up     bool
 	Master int // index of the bridge it is attached to, or 0
+	Peer   int // a veth's peer (or a link's parent) index, in the other namespace
 	Addrs  []netip.Prefix
 }
 
@@ -223,7 +280,7 @@ func Interfaces(path string) ([]Interface, error) {
 	var out []Interface
 	for _, l := range links {
 		a := l.Attrs()
-		i := Interface{Name: a.Name, Index: a.Index, Kind: l.Type(), MAC: a.HardwareAddr.String(), MTU: a.MTU, Up: a.Flags&net.FlagUp != 0, Master: a.MasterIndex}
+		i := Interface{Name: a.Name, Index: a.Index, Kind: l.Type(), MAC: a.HardwareAddr.String(), MTU: a.MTU, Up: a.Flags&net.FlagUp != 0, Master: a.MasterIndex, Peer: a.ParentIndex}
 		addrs, err := ns.H.AddrList(l, netlink.FAMILY_ALL)
 		if err != nil {
 			return nil, fmt.Errorf("addresses of %s in %s: %w", a.Name, path, err)

@@ -71,9 +71,19 @@ var componentNames = []string{"etcd", "kube-apiserver", "kube-controller-manager
 // read; it returns the supervisor's configuration.
 func (n *Node) prepare(b binaries) (*supervisorConfig, error) {
 	hostDirs := append(append([]string(nil), HostPaths...), n.opts.HostDirs...)
+	seen := map[string]bool{}
+	for _, d := range hostDirs {
+		if !filepath.IsAbs(d) || filepath.Clean(d) != d || d == "/" {
+			return nil, fmt.Errorf("host directory %q: want a clean absolute path other than /", d)
+		}
+		if seen[d] {
+			return nil, fmt.Errorf("host directory %q given twice (HostPaths has the standard ones)", d)
+		}
+		seen[d] = true
+	}
 	for _, d := range append([]string{"logs", "sysctl", "images"}, hostDirs...) {
 		p := filepath.Join(n.Dir, d)
-		if strings.HasPrefix(d, "/") {
+		if filepath.IsAbs(d) {
 			p = n.HostPath(d)
 		}
 		if err := os.MkdirAll(p, 0o755); err != nil {
@@ -91,9 +101,6 @@ func (n *Node) prepare(b binaries) (*supervisorConfig, error) {
 		KeepDir: n.keepDir,
 	}
 	for _, d := range hostDirs {
-		if !filepath.IsAbs(d) || filepath.Clean(d) != d || d == "/" {
-			return nil, fmt.Errorf("host directory %q: want a clean absolute path", d)
-		}
 		cfg.Binds = append(cfg.Binds, bindMount{Target: d, Source: n.HostPath(d), Shared: sharedHostPaths[d]})
 	}
 	for k, v := range kubeletSysctls {
@@ -139,7 +146,7 @@ func (n *Node) prepare(b binaries) (*supervisorConfig, error) {
 	}{
 		{n.NodeKubeconfig, kubetest.Kubeconfig(inNode, cr.CAPEM, cr.AdminToken)},
 		{kubeletConf, kubetest.Kubeconfig(inNode, cr.CAPEM, cr.Tokens["system:node:"+NodeName])},
-		{n.Kubeconfig, kubetest.Kubeconfig("https://"+n.listener.Addr().String(), cr.CAPEM, cr.AdminToken)},
+		{n.Kubeconfig, kubetest.Kubeconfig("https://"+n.apiAddr, cr.CAPEM, cr.AdminToken)},
 		{filepath.Join(kdir, "resolv.conf"), []byte("# nodetest: no DNS server on the node\n")},
 		{filepath.Join(kdir, "kubelet.yaml"), []byte(kubeletConfig(n.cgroup, filepath.Join(kdir, "resolv.conf"), filepath.Join(kdir, "manifests")))},
 		{filepath.Join(n.HostPath("/etc/containerd"), "config.toml"), []byte(containerdConfig(b.Runc))},
@@ -163,6 +170,9 @@ func (n *Node) prepare(b binaries) (*supervisorConfig, error) {
 		abs, err := filepath.Abs(img)
 		if err != nil {
 			return nil, err
+		}
+		if st, err := os.Stat(abs); err != nil || !st.Mode().IsRegular() {
+			return nil, fmt.Errorf("image archive %s: not a file (%v)", img, err)
 		}
 		imports = append(imports, []string{b.Ctr, "--address", sock, "-n", "k8s.io", "images", "import", abs})
 	}

@@ -101,7 +101,8 @@ type supervisor struct {
 	running  map[string]*child // components by name
 	stopping bool
 
-	mounts    []string // mount points, in mount order
+	end       <-chan struct{} // closed when the test process is done with the node
+	mounts    []string        // mount points, in mount order
 	overlaid  map[string]bool
 	origCg    map[string]string // hierarchy mount point → our cgroup there before
 	listener  net.Listener
@@ -142,8 +143,12 @@ func supervise(cfgPath string) int {
 		io.Copy(io.Discard, os.Stdin)
 		close(end)
 	}()
+	s.end = end
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	// Once the test process is gone, writing an event fails with EPIPE
+	// instead of killing us with SIGPIPE before the teardown is done.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	go s.reapLoop()
 
 	if err := s.setup(); err != nil {
@@ -563,6 +568,10 @@ func (s *supervisor) run(argv []string, timeout time.Duration) (string, error) {
 		syscall.Kill(c.pid, syscall.SIGKILL) // our own child, not yet reaped
 		<-c.done
 		return string(<-outc), fmt.Errorf("timed out after %v", timeout)
+	case <-s.end:
+		syscall.Kill(c.pid, syscall.SIGKILL)
+		<-c.done
+		return string(<-outc), errors.New("stopped")
 	}
 	out := string(<-outc)
 	if !c.status.Exited() || c.status.ExitStatus() != 0 {
