@@ -264,11 +264,12 @@ func TestPodOnBridge(t *testing.T) {
 	if out, _, err := n.Exec(c, ns, "bb", "bb", "ping", "-c", "1", "-W", "5", "10.244.0.1"); err != nil {
 		t.Errorf("ping the gateway from the pod: %v\n%s", err, out)
 	}
-	// The apiserver answers on the node IP (plain HTTP to its TLS port:
-	// "400 Bad Request" proves the connection; busybox has no TLS).
-	out, _, err = n.Exec(c, ns, "bb", "bb", "sh", "-c", `printf 'GET / HTTP/1.0\r\n\r\n' | nc -w 5 `+nodetest.NodeIP+` 6443`)
-	if !strings.Contains(out, "400 Bad Request") {
-		t.Errorf("apiserver at the node IP from the pod: %v %q", err, out)
+	// The apiserver answers where kubelet tells pods it is (the kubernetes
+	// Service) and on the node IP.
+	for _, addr := range []string{"$KUBERNETES_SERVICE_HOST $KUBERNETES_SERVICE_PORT", nodetest.NodeIP + " 6443"} {
+		if out, err := apiserverFrom(c, n, ns, "bb", "bb", addr); err != nil {
+			t.Errorf("apiserver at %s from the pod: %v %q", addr, err, out)
+		}
 	}
 
 	// The entries of this pod: new since the start.
@@ -309,6 +310,20 @@ func TestPodOnBridge(t *testing.T) {
 			t.Errorf("pod network namespace left: %s", f)
 		}
 	}
+}
+
+// apiserverFrom connects from a pod's container to "HOST PORT" (shell
+// words) and checks the apiserver answers: plain HTTP to its TLS port gets
+// "400 Bad Request" (busybox has no TLS).
+func apiserverFrom(c context.Context, n *nodetest.Node, ns, pod, container, addr string) (string, error) {
+	out, _, err := n.Exec(c, ns, pod, container, "sh", "-c", `echo "$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT"; printf 'GET / HTTP/1.0\r\n\r\n' | nc -w 5 `+addr)
+	if err == nil && !strings.HasPrefix(out, nodetest.KubernetesServiceIP+":443\n") {
+		err = fmt.Errorf("kubelet's KUBERNETES_SERVICE_HOST:PORT is not %s:443", nodetest.KubernetesServiceIP)
+	}
+	if err == nil && !strings.Contains(out, "400 Bad Request") {
+		err = fmt.Errorf("no HTTP answer")
+	}
+	return out, err
 }
 
 func find(ifs []nodetest.Interface, name string) *nodetest.Interface {
@@ -702,6 +717,11 @@ spec:
 	out, _, err := n.Exec(c, ns, pod.Name, "install", "ip", "-o", "-4", "addr", "show", "lo")
 	if err != nil || !strings.Contains(out, nodetest.NodeIP) {
 		t.Errorf("hostNetwork pod's lo: %q %v (want the node IP %s)", out, err, nodetest.NodeIP)
+	}
+	for _, addr := range []string{"$KUBERNETES_SERVICE_HOST $KUBERNETES_SERVICE_PORT", "127.0.0.1 6443"} {
+		if out, err := apiserverFrom(c, n, ns, pod.Name, "install", addr); err != nil {
+			t.Errorf("apiserver at %s from a hostNetwork pod: %v %q", addr, err, out)
+		}
 	}
 	if _, err := os.Stat(n.HostPath("/opt/cni/bin/installed-by-ds")); err != nil {
 		t.Errorf("file the DaemonSet installed: %v", err)

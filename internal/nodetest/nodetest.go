@@ -9,11 +9,13 @@
 // again) that lives in a network namespace and a mount namespace of its own,
 // created for the node and gone with it:
 //
-//   - Network: the node's "host" namespace has only lo, holding 127.0.0.1
-//     and the node IP (NodeIP). The components talk over it; CNI plugins
-//     build the pod network inside it. The machine's own namespace is never
-//     touched. Tests reach the apiserver through a forwarder on the machine's
-//     loopback (Node.Config), kubelet's exec/logs included.
+//   - Network: the node's "host" namespace has only lo, holding 127.0.0.1,
+//     the node IP (NodeIP) and the kubernetes Service's IP. The components
+//     talk over it; CNI plugins build the pod network inside it. The
+//     machine's own namespace is never touched. Tests reach the apiserver
+//     through a forwarder on the machine's loopback (Node.Config), kubelet's
+//     exec/logs included; pods reach it at KubernetesServiceIP:443 (what
+//     kubelet tells them), NodeIP:6443 or, hostNetwork, 127.0.0.1:6443.
 //   - Files: the node sees the standard host paths (HostPaths: /etc/cni/net.d,
 //     /opt/cni/bin, /var/lib/cni, /run/netns, /var/lib/kubelet, ...) as
 //     directories of the test (Node.HostPath maps one to its real location),
@@ -79,8 +81,12 @@ const (
 	NodeIP = "192.0.2.1"
 	// APIServerPort is the apiserver's port on the node (127.0.0.1 and NodeIP).
 	APIServerPort = 6443
-	// ServiceCIDR is the Service range (no kube-proxy runs: nothing routes it).
-	ServiceCIDR = "10.96.0.0/16"
+	// ServiceCIDR is the Service range. No kube-proxy runs: only the
+	// kubernetes Service answers, at KubernetesServiceIP:443 (on the node's
+	// lo, forwarded to the apiserver), so in-cluster clients work as kubelet
+	// configures them; other Service IPs route nowhere.
+	ServiceCIDR         = "10.96.0.0/16"
+	KubernetesServiceIP = "10.96.0.1"
 )
 
 // Options configure a node.

@@ -94,11 +94,12 @@ func (n *Node) prepare(b binaries) (*supervisorConfig, error) {
 		return nil, err
 	}
 	cfg := &supervisorConfig{
-		Dir:     n.Dir,
-		Cgroup:  n.cgroup,
-		NodeIP:  NodeIP,
-		Forward: fmt.Sprintf("127.0.0.1:%d", APIServerPort),
-		KeepDir: n.keepDir,
+		Dir:         n.Dir,
+		Cgroup:      n.cgroup,
+		LoAddrs:     []string{NodeIP, KubernetesServiceIP},
+		APIServer:   fmt.Sprintf("127.0.0.1:%d", APIServerPort),
+		ServiceAddr: KubernetesServiceIP + ":443",
+		KeepDir:     n.keepDir,
 	}
 	for _, d := range hostDirs {
 		cfg.Binds = append(cfg.Binds, bindMount{Target: d, Source: n.HostPath(d), Shared: sharedHostPaths[d]})
@@ -130,7 +131,7 @@ func (n *Node) prepare(b binaries) (*supervisorConfig, error) {
 	// Credentials: the admin (tests, controller-manager, scheduler) and the
 	// node's own identity for kubelet (the Node authorizer wants it).
 	kdir := n.HostPath("/etc/kubernetes")
-	cr, err := kubetest.WriteCredentials(kdir, []net.IP{net.ParseIP(NodeIP), net.ParseIP("10.96.0.1")},
+	cr, err := kubetest.WriteCredentials(kdir, []net.IP{net.ParseIP(NodeIP), net.ParseIP(KubernetesServiceIP)},
 		kubetest.StaticUser{Name: "system:node:" + NodeName, Groups: []string{"system:nodes"}})
 	if err != nil {
 		return nil, fmt.Errorf("credentials: %w", err)

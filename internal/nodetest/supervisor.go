@@ -37,12 +37,15 @@ func init() {
 type supervisorConfig struct {
 	Dir        string
 	Cgroup     string        // cgroup name under every hierarchy's root
-	NodeIP     string        // added to lo
+	LoAddrs    []string      // added to lo: the node IP, the kubernetes Service IP
 	Binds      []bindMount   // test directories mounted over node paths
 	Sysctls    []sysctlCover // /proc/sys files covered for kubelet
-	Components []component   // started in this order
-	Forward    string        // where the forwarder (fd 3) connects: the apiserver
-	KeepDir    bool
+	Components []component   // started as their After allow
+	APIServer  string        // where the forwarders connect: host:port in the node
+	// ServiceAddr (the kubernetes Service's ClusterIP:port) is forwarded
+	// to APIServer too: no kube-proxy runs, yet in-cluster clients work.
+	ServiceAddr string
+	KeepDir     bool
 }
 
 type bindMount struct {
@@ -105,7 +108,7 @@ type supervisor struct {
 	mounts    []string        // mount points, in mount order
 	overlaid  map[string]bool
 	origCg    map[string]string // hierarchy mount point → our cgroup there before
-	listener  net.Listener
+	listeners []net.Listener
 	leftovers []string
 }
 
@@ -328,12 +331,14 @@ func (s *supervisor) network() error {
 	if err := netlink.LinkSetUp(lo); err != nil {
 		return fmt.Errorf("lo up: %w", err)
 	}
-	addr, err := netlink.ParseAddr(s.cfg.NodeIP + "/32")
-	if err != nil {
-		return err
-	}
-	if err := netlink.AddrAdd(lo, addr); err != nil {
-		return fmt.Errorf("node IP on lo: %w", err)
+	for _, a := range s.cfg.LoAddrs {
+		addr, err := netlink.ParseAddr(a + "/32")
+		if err != nil {
+			return err
+		}
+		if err := netlink.AddrAdd(lo, addr); err != nil {
+			return fmt.Errorf("%s on lo: %w", a, err)
+		}
 	}
 	return nil
 }
@@ -631,10 +636,13 @@ func (s *supervisor) reapAll() {
 	}
 }
 
-// forward accepts connections on the listener the test process passed as
-// fd 3 (on the machine's loopback) and connects each to the apiserver
-// inside the node's namespace: the tests' clients, exec and logs included,
-// reach the apiserver without the machine's namespace ever being changed.
+// forward serves two forwarders to the apiserver. One accepts on the
+// listener the test process passed as fd 3 (on the machine's loopback): the
+// tests' clients, exec and logs included, reach the apiserver without the
+// machine's namespace ever being changed. The other stands in for
+// kube-proxy for the one Service that matters: the kubernetes Service's
+// ClusterIP:443, so in-cluster clients (hostNetwork or on the pod network)
+// work with the environment kubelet gives them.
 func (s *supervisor) forward() error {
 	f := os.NewFile(3, "forwarder listener")
 	l, err := net.FileListener(f)
@@ -642,36 +650,46 @@ func (s *supervisor) forward() error {
 	if err != nil {
 		return fmt.Errorf("forwarder listener: %w", err)
 	}
-	s.listener = l
-	go func() {
-		for {
-			c, err := l.Accept()
+	s.listeners = append(s.listeners, l)
+	go s.serveForward(l)
+	if s.cfg.ServiceAddr != "" {
+		l, err := net.Listen("tcp", s.cfg.ServiceAddr)
+		if err != nil {
+			return fmt.Errorf("kubernetes Service forwarder: %w", err)
+		}
+		s.listeners = append(s.listeners, l)
+		go s.serveForward(l)
+	}
+	return nil
+}
+
+func (s *supervisor) serveForward(l net.Listener) {
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		go func() {
+			defer c.Close()
+			u, err := net.DialTimeout("tcp", s.cfg.APIServer, 10*time.Second)
 			if err != nil {
 				return
 			}
-			go func() {
-				defer c.Close()
-				u, err := net.DialTimeout("tcp", s.cfg.Forward, 10*time.Second)
-				if err != nil {
-					return
+			defer u.Close()
+			done := make(chan struct{}, 2)
+			pipe := func(dst, src net.Conn) {
+				io.Copy(dst, src)
+				if tc, ok := dst.(*net.TCPConn); ok {
+					tc.CloseWrite()
 				}
-				defer u.Close()
-				done := make(chan struct{}, 2)
-				pipe := func(dst, src net.Conn) {
-					io.Copy(dst, src)
-					if tc, ok := dst.(*net.TCPConn); ok {
-						tc.CloseWrite()
-					}
-					done <- struct{}{}
-				}
-				go pipe(u, c)
-				go pipe(c, u)
-				<-done
-				<-done
-			}()
-		}
-	}()
-	return nil
+				done <- struct{}{}
+			}
+			go pipe(u, c)
+			go pipe(c, u)
+			<-done
+			<-done
+		}()
+	}
 }
 
 // teardown kills everything in the node's cgroup, unmounts what setup
@@ -681,8 +699,8 @@ func (s *supervisor) teardown() {
 	s.mu.Lock()
 	s.stopping = true
 	s.mu.Unlock()
-	if s.listener != nil {
-		s.listener.Close()
+	for _, l := range s.listeners {
+		l.Close()
 	}
 	// Leave the node's cgroup first so that killing it spares us.
 	for mount, cg := range s.origCg {
