@@ -755,6 +755,7 @@ func TestBadOptions(t *testing.T) {
 		{"missing image archive", nodetest.Options{Images: []string{filepath.Join(empty, "none.tar")}}, "none.tar"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			before, _ := filepath.Glob(filepath.Join(os.TempDir(), "patchbay-node-*"))
 			n, err := nodetest.New(tc.opts)
 			if err == nil {
 				n.Stop()
@@ -763,9 +764,10 @@ func TestBadOptions(t *testing.T) {
 			if !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("error %q, want one mentioning %s", strings.SplitN(err.Error(), "\n", 2)[0], tc.want)
 			}
-			if n != nil {
-				if _, serr := os.Stat(n.Dir); !os.IsNotExist(serr) {
-					t.Errorf("%s left: %v", n.Dir, serr)
+			after, _ := filepath.Glob(filepath.Join(os.TempDir(), "patchbay-node-*"))
+			for _, d := range after {
+				if !slices.Contains(before, d) {
+					t.Errorf("%s left", d)
 				}
 			}
 		})

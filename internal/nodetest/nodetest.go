@@ -210,8 +210,17 @@ func Start(t testing.TB, opts Options) *Node {
 }
 
 // New starts a node. The caller must Stop it (the supervisor also tears it
-// down when this process exits).
-func New(opts Options) (n *Node, err error) {
+// down when this process exits). When the node does not come up, the error
+// holds the components' log tails and everything started is removed.
+func New(opts Options) (*Node, error) {
+	n, err := start(opts)
+	if err != nil {
+		return nil, err
+	}
+	return n, nil
+}
+
+func start(opts Options) (n *Node, err error) {
 	if os.Geteuid() != 0 {
 		return nil, errors.New("nodetest needs root (the test suite runs as root via `make test`)")
 	}
