@@ -33,15 +33,8 @@ func main() {
 }
 
 func run(bin, out, ref string) error {
-	spec, err := ociimage.Product(bin)
+	img, entries, err := ociimage.WriteProduct(bin, out, ref)
 	if err != nil {
-		return err
-	}
-	img, err := ociimage.Build(spec)
-	if err != nil {
-		return err
-	}
-	if err := ociimage.WriteArchive(out, ociimage.Tagged{Ref: ref, Image: img}); err != nil {
 		return err
 	}
 	digest, err := img.Digest()
@@ -52,6 +45,6 @@ func run(bin, out, ref string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("wrote %s: %s (%s, %d files, %.1f MiB)\n", out, ref, digest, len(spec.Entries), float64(st.Size())/(1<<20))
+	fmt.Printf("wrote %s: %s (%s, %d files, %.1f MiB)\n", out, ref, digest, entries, float64(st.Size())/(1<<20))
 	return nil
 }

@@ -365,16 +365,9 @@ func TestPatchbayImage(t *testing.T) {
 	if bin == "" {
 		t.Fatal("PATCHBAY_BIN is not set: `make test` sets it to bin/")
 	}
-	spec, err := ociimage.Product(bin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	img, err := ociimage.Build(spec)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// What `make image` writes.
 	archive := filepath.Join(t.TempDir(), ociimage.ProductArchive)
-	if err := ociimage.WriteArchive(archive, ociimage.Tagged{Ref: ociimage.ProductRef, Image: img}); err != nil {
+	if _, _, err := ociimage.WriteProduct(bin, archive, ociimage.ProductRef); err != nil {
 		t.Fatal(err)
 	}
 	if err := n.ImportImage(c, archive); err != nil {

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 )
 
 // ProductRef is the reference of the product image that `make image` writes
@@ -80,9 +82,12 @@ func Product(binDir string) (Spec, error) {
 	if !have["patchbay"] {
 		return Spec{}, fmt.Errorf("%s has no patchbay binary: run `make build` first", binDir)
 	}
-	// The version and commit the binaries were built from.
+	// The version and commit the binaries were built from, when the build
+	// recorded them.
 	if bi, err := buildinfo.ReadFile(filepath.Join(binDir, "patchbay")); err == nil {
-		s.Labels["org.opencontainers.image.version"] = bi.Main.Version
+		if v := bi.Main.Version; v != "" && v != "(devel)" {
+			s.Labels["org.opencontainers.image.version"] = v
+		}
 		for _, kv := range bi.Settings {
 			if kv.Key == "vcs.revision" {
 				s.Labels["org.opencontainers.image.revision"] = kv.Value
@@ -90,4 +95,22 @@ func Product(binDir string) (Spec, error) {
 		}
 	}
 	return s, nil
+}
+
+// WriteProduct builds the product image from binDir and writes it as an OCI
+// archive at out under ref (what `make image` does). It returns the image
+// and the number of entries in its layer.
+func WriteProduct(binDir, out, ref string) (v1.Image, int, error) {
+	spec, err := Product(binDir)
+	if err != nil {
+		return nil, 0, err
+	}
+	img, err := Build(spec)
+	if err != nil {
+		return nil, 0, err
+	}
+	if err := WriteArchive(out, Tagged{Ref: ref, Image: img}); err != nil {
+		return nil, 0, err
+	}
+	return img, len(spec.Entries), nil
 }
