@@ -8,14 +8,18 @@ CNITOOL_VERSION ?= v1.3.1
 REF_BIN ?= $(HOME)/.cache/patchbay/ref-$(REF_PLUGINS_VERSION)
 export PATCHBAY_BIN := $(BIN)
 export PATCHBAY_REF_BIN := $(REF_BIN)
-# A real etcd + kube-apiserver for the multinet tests (scripts/kube-deps.sh).
+# A real etcd + kube-apiserver (internal/kubetest) and a real node
+# (internal/nodetest): kube binaries built by scripts/kube-deps.sh, cached.
 KUBE_VERSION ?= v1.32.13
-export PATCHBAY_KUBE_APISERVER ?= $(HOME)/.cache/patchbay/kube-$(KUBE_VERSION)/kube-apiserver
+export PATCHBAY_KUBE_BIN ?= $(HOME)/.cache/patchbay/kube-$(KUBE_VERSION)
+export PATCHBAY_KUBE_APISERVER ?= $(PATCHBAY_KUBE_BIN)/kube-apiserver
+# The product image's reference (default: internal/ociimage.ProductRef).
+IMAGE ?=
 # Debian's kernel + initramfs for the tests that run in a QEMU VM
 # (internal/vmtest; scripts/vm-deps.sh).
 export PATCHBAY_VM_DIR ?= $(HOME)/.cache/patchbay/vm/current
 
-.PHONY: build test test-deps demo bench vet clean
+.PHONY: build image test test-deps demo bench vet clean
 
 # Static binaries (CGO_ENABLED=0): no dynamic loader at start-up, which is
 # measurable per plugin exec (about 0.5 ms here), and no libc dependency.
@@ -28,9 +32,14 @@ build:
 	@cd $(BIN) && for t in $$(./patchbay-plugins types); do ln -sf patchbay-plugins $$t; done
 	@echo "built: $$(cd $(BIN) && ls | tr '\n' ' ')"
 
+# bin/patchbay-image.tar: an OCI archive of bin/ for `ctr -n k8s.io images import`.
+image: build
+	$(GO) run ./cmd/patchbay-image -bin $(BIN) -out $(BIN)/patchbay-image.tar $(if $(IMAGE),-ref $(IMAGE))
+
 test-deps:
 	REF_BIN=$(REF_BIN) REF_PLUGINS_VERSION=$(REF_PLUGINS_VERSION) CNITOOL_VERSION=$(CNITOOL_VERSION) bash scripts/test-deps.sh
-	bash scripts/kube-deps.sh
+	KUBE_CACHE=$(PATCHBAY_KUBE_BIN) bash scripts/kube-deps.sh
+	bash scripts/node-deps.sh
 	bash scripts/vm-deps.sh
 
 vet:

@@ -15,32 +15,45 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
-// credentials are the files the apiserver is started with.
-type credentials struct {
-	caFile, certFile, keyFile string // serving CA, certificate and key
-	saPub, saKey              string // service-account token verification / signing keys
-	tokenFile                 string // static tokens
-	caPEM                     []byte
-	adminToken, userToken     string
+// Credentials are the files an apiserver starts with: a CA, a serving
+// certificate for 127.0.0.1 (and any extra addresses), a service-account key
+// pair and a static token file. internal/nodetest shares them.
+type Credentials struct {
+	CAFile, CertFile, KeyFile string            // serving CA, certificate and key (PEM)
+	SAPub, SAKey              string            // service-account token verification / signing keys
+	TokenFile                 string            // static tokens: token,user,uid,"groups"
+	CAPEM                     []byte            // contents of CAFile
+	AdminToken                string            // AdminUser (group system:masters)
+	UserToken                 string            // PlainUser (no rights beyond system:authenticated)
+	Tokens                    map[string]string // user name → token, for the extra users
 }
 
-// writeCredentials generates a CA and a serving certificate for 127.0.0.1,
-// a service-account key pair and a static token file, all under dir/pki.
-func writeCredentials(dir string) (*credentials, error) {
+// StaticUser is an extra user of the static token file.
+type StaticUser struct {
+	Name   string   // e.g. "system:node:node-1"
+	Groups []string // e.g. ["system:nodes"]
+}
+
+// WriteCredentials generates the credentials under dir/pki. The serving
+// certificate is valid for 127.0.0.1, the names of the kubernetes Service
+// and ips; extra users get a token each besides AdminUser and PlainUser.
+func WriteCredentials(dir string, ips []net.IP, extra ...StaticUser) (*Credentials, error) {
 	pki := filepath.Join(dir, "pki")
 	if err := os.MkdirAll(pki, 0o700); err != nil {
 		return nil, err
 	}
-	cr := &credentials{
-		caFile:    filepath.Join(pki, "ca.crt"),
-		certFile:  filepath.Join(pki, "apiserver.crt"),
-		keyFile:   filepath.Join(pki, "apiserver.key"),
-		saPub:     filepath.Join(pki, "sa.pub"),
-		saKey:     filepath.Join(pki, "sa.key"),
-		tokenFile: filepath.Join(pki, "tokens.csv"),
+	cr := &Credentials{
+		CAFile:    filepath.Join(pki, "ca.crt"),
+		CertFile:  filepath.Join(pki, "apiserver.crt"),
+		KeyFile:   filepath.Join(pki, "apiserver.key"),
+		SAPub:     filepath.Join(pki, "sa.pub"),
+		SAKey:     filepath.Join(pki, "sa.key"),
+		TokenFile: filepath.Join(pki, "tokens.csv"),
+		Tokens:    map[string]string{},
 	}
 	now := time.Now()
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -75,7 +88,7 @@ func writeCredentials(dir string) (*credentials, error) {
 		NotAfter:     now.Add(7 * 24 * time.Hour),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
+		IPAddresses:  append([]net.IP{net.IPv4(127, 0, 0, 1)}, ips...),
 		DNSNames:     []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"},
 	}
 	srvDER, err := x509.CreateCertificate(rand.Reader, srvTmpl, ca, &srvKey.PublicKey, caKey)
@@ -95,22 +108,28 @@ func writeCredentials(dir string) (*credentials, error) {
 	if err != nil {
 		return nil, err
 	}
-	cr.caPEM = pemBlock("CERTIFICATE", caDER)
-	cr.adminToken, cr.userToken = randomHex(16), randomHex(16)
-	// Static tokens: user,uid,"groups". The plain user gets only what RBAC
-	// grants system:authenticated, to check that authorization is real.
-	tokens := fmt.Sprintf("%s,%s,%s,\"system:masters\"\n%s,%s,%s\n",
-		cr.adminToken, AdminUser, "uid-admin", cr.userToken, PlainUser, "uid-user")
+	cr.CAPEM = pemBlock("CERTIFICATE", caDER)
+	cr.AdminToken, cr.UserToken = randomHex(16), randomHex(16)
+	// Static tokens: token,user,uid,"groups". The plain user gets only what
+	// RBAC grants system:authenticated, to check that authorization is real.
+	var tokens strings.Builder
+	fmt.Fprintf(&tokens, "%s,%s,%s,\"system:masters\"\n%s,%s,%s\n",
+		cr.AdminToken, AdminUser, "uid-admin", cr.UserToken, PlainUser, "uid-user")
+	for i, u := range extra {
+		tok := randomHex(16)
+		cr.Tokens[u.Name] = tok
+		fmt.Fprintf(&tokens, "%s,%s,uid-extra-%d,\"%s\"\n", tok, u.Name, i, strings.Join(u.Groups, ","))
+	}
 	files := []struct {
 		path string
 		data []byte
 	}{
-		{cr.caFile, cr.caPEM},
-		{cr.certFile, pemBlock("CERTIFICATE", srvDER)},
-		{cr.keyFile, pemBlock("PRIVATE KEY", srvKeyDER)},
-		{cr.saKey, pemBlock("RSA PRIVATE KEY", x509.MarshalPKCS1PrivateKey(saKey))},
-		{cr.saPub, pemBlock("PUBLIC KEY", saPubDER)},
-		{cr.tokenFile, []byte(tokens)},
+		{cr.CAFile, cr.CAPEM},
+		{cr.CertFile, pemBlock("CERTIFICATE", srvDER)},
+		{cr.KeyFile, pemBlock("PRIVATE KEY", srvKeyDER)},
+		{cr.SAKey, pemBlock("RSA PRIVATE KEY", x509.MarshalPKCS1PrivateKey(saKey))},
+		{cr.SAPub, pemBlock("PUBLIC KEY", saPubDER)},
+		{cr.TokenFile, []byte(tokens.String())},
 	}
 	for _, f := range files {
 		if err := os.WriteFile(f.path, f.data, 0o600); err != nil {
@@ -129,7 +148,13 @@ const (
 // WriteKubeconfig writes a kubeconfig for this cluster that authenticates
 // with token (e.g. a ServiceAccount token, or c.Token).
 func (c *Cluster) WriteKubeconfig(path, token string) error {
-	cfg := fmt.Sprintf(`apiVersion: v1
+	return os.WriteFile(path, Kubeconfig(c.URL, c.CAPEM, token), 0o600)
+}
+
+// Kubeconfig returns a kubeconfig for the apiserver at server (trusting
+// caPEM) that authenticates with a bearer token.
+func Kubeconfig(server string, caPEM []byte, token string) []byte {
+	return []byte(fmt.Sprintf(`apiVersion: v1
 kind: Config
 clusters:
 - name: kubetest
@@ -146,8 +171,7 @@ contexts:
     cluster: kubetest
     user: kubetest-user
 current-context: kubetest
-`, c.URL, base64.StdEncoding.EncodeToString(c.CAPEM), token)
-	return os.WriteFile(path, []byte(cfg), 0o600)
+`, server, base64.StdEncoding.EncodeToString(caPEM), token))
 }
 
 func pemBlock(typ string, der []byte) []byte {

@@ -115,24 +115,46 @@ func requireRoot(t testing.TB) {
 
 // binaries finds etcd and kube-apiserver, with a message naming the fix.
 func binaries() (etcd, apiserver string, err error) {
-	const fix = "run scripts/kube-deps.sh as root (or `make test`) to install etcd-server and build kube-apiserver"
-	etcd, err = exec.LookPath("etcd")
-	if err != nil {
-		if _, serr := os.Stat("/usr/bin/etcd"); serr != nil {
-			return "", "", fmt.Errorf("etcd not found: %s", fix)
+	if etcd, err = Binary("etcd"); err != nil {
+		return "", "", err
+	}
+	apiserver, err = Binary("kube-apiserver")
+	return etcd, apiserver, err
+}
+
+// Binary finds a cluster component: "etcd" (Debian's etcd-server) or one
+// of kube-apiserver, kube-controller-manager, kube-scheduler and kubelet,
+// which scripts/kube-deps.sh builds into $PATCHBAY_KUBE_BIN (default
+// ~/.cache/patchbay/kube-<Version>); $PATCHBAY_KUBE_APISERVER names the
+// apiserver alone. A missing one is an error naming the fix.
+func Binary(name string) (string, error) {
+	const fix = "run scripts/kube-deps.sh as root (or `make test`) to install etcd-server and build the kube binaries"
+	if name == "etcd" {
+		if p, err := exec.LookPath("etcd"); err == nil {
+			return p, nil
 		}
-		etcd = "/usr/bin/etcd"
-	}
-	apiserver = os.Getenv("PATCHBAY_KUBE_APISERVER")
-	if apiserver == "" {
-		home, herr := os.UserHomeDir()
-		if herr != nil {
-			return "", "", fmt.Errorf("kube-apiserver: PATCHBAY_KUBE_APISERVER unset and no home directory: %v", herr)
+		if _, err := os.Stat("/usr/bin/etcd"); err != nil {
+			return "", fmt.Errorf("etcd not found: %s", fix)
 		}
-		apiserver = filepath.Join(home, ".cache", "patchbay", "kube-"+Version, "kube-apiserver")
+		return "/usr/bin/etcd", nil
 	}
-	if st, serr := os.Stat(apiserver); serr != nil || st.IsDir() || st.Mode()&0o111 == 0 {
-		return "", "", fmt.Errorf("kube-apiserver not found at %s: %s", apiserver, fix)
+	p := ""
+	if name == "kube-apiserver" {
+		p = os.Getenv("PATCHBAY_KUBE_APISERVER")
 	}
-	return etcd, apiserver, nil
+	if p == "" {
+		dir := os.Getenv("PATCHBAY_KUBE_BIN")
+		if dir == "" {
+			home, err := os.UserHomeDir()
+			if err != nil {
+				return "", fmt.Errorf("%s: PATCHBAY_KUBE_BIN unset and no home directory: %v", name, err)
+			}
+			dir = filepath.Join(home, ".cache", "patchbay", "kube-"+Version)
+		}
+		p = filepath.Join(dir, name)
+	}
+	if st, err := os.Stat(p); err != nil || st.IsDir() || st.Mode()&0o111 == 0 {
+		return "", fmt.Errorf("%s not found at %s: %s", name, p, fix)
+	}
+	return p, nil
 }

@@ -27,16 +27,16 @@ func start(dir string) (c *Cluster, err error) {
 		return nil, err
 	}
 	t0 := time.Now()
-	cr, err := writeCredentials(dir)
+	cr, err := WriteCredentials(dir, nil)
 	if err != nil {
 		return nil, fmt.Errorf("credentials: %v", err)
 	}
 	c = &Cluster{
 		Dir:        dir,
-		Token:      cr.adminToken,
-		UserToken:  cr.userToken,
-		CAFile:     cr.caFile,
-		CAPEM:      cr.caPEM,
+		Token:      cr.AdminToken,
+		UserToken:  cr.UserToken,
+		CAFile:     cr.CAFile,
+		CAPEM:      cr.CAPEM,
 		Kubeconfig: filepath.Join(dir, "kubeconfig"),
 	}
 	defer func() {
@@ -52,7 +52,7 @@ func start(dir string) (c *Cluster, err error) {
 	}
 
 	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(cr.caPEM)
+	pool.AppendCertsFromPEM(cr.CAPEM)
 	c.Client = &http.Client{
 		Timeout:   30 * time.Second,
 		Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, MaxIdleConnsPerHost: 8},
@@ -78,18 +78,7 @@ func (c *Cluster) startEtcd(bin string) (string, error) {
 		client := "http://127.0.0.1:" + strconv.Itoa(ports[0])
 		peer := "http://127.0.0.1:" + strconv.Itoa(ports[1])
 		os.RemoveAll(data)
-		p, err := startProcess("etcd", filepath.Join(c.Dir, "etcd.log"), bin,
-			"--name=kubetest",
-			"--data-dir="+data,
-			"--listen-client-urls="+client,
-			"--advertise-client-urls="+client,
-			"--listen-peer-urls="+peer,
-			"--initial-advertise-peer-urls="+peer,
-			"--initial-cluster=kubetest="+peer,
-			"--initial-cluster-state=new",
-			"--logger=zap",
-			"--log-outputs=stderr",
-		)
+		p, err := startProcess("etcd", filepath.Join(c.Dir, "etcd.log"), bin, EtcdFlags(data, client, peer)...)
 		if err != nil {
 			return "", err
 		}
@@ -114,7 +103,7 @@ func (c *Cluster) startEtcd(bin string) (string, error) {
 	return "", lastErr
 }
 
-func (c *Cluster) startAPIServer(bin, etcdURL string, cr *credentials) error {
+func (c *Cluster) startAPIServer(bin, etcdURL string, cr *Credentials) error {
 	var lastErr error
 	for attempt := 0; attempt < 3; attempt++ {
 		ports, err := freePorts(1)
@@ -123,23 +112,7 @@ func (c *Cluster) startAPIServer(bin, etcdURL string, cr *credentials) error {
 		}
 		c.URL = "https://127.0.0.1:" + strconv.Itoa(ports[0])
 		p, err := startProcess("kube-apiserver", filepath.Join(c.Dir, "kube-apiserver.log"), bin,
-			"--etcd-servers="+etcdURL,
-			"--bind-address=127.0.0.1",
-			"--advertise-address=127.0.0.1",
-			"--secure-port="+strconv.Itoa(ports[0]),
-			"--cert-dir="+filepath.Join(c.Dir, "apiserver-certs"),
-			"--tls-cert-file="+cr.certFile,
-			"--tls-private-key-file="+cr.keyFile,
-			"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-			"--service-account-key-file="+cr.saPub,
-			"--service-account-signing-key-file="+cr.saKey,
-			// A configuration value only: nothing routes to this range.
-			"--service-cluster-ip-range=10.0.0.0/24",
-			"--authorization-mode=RBAC",
-			"--token-auth-file="+cr.tokenFile,
-			"--endpoint-reconciler-type=none",
-			"--profiling=false",
-		)
+			APIServerFlags(cr, etcdURL, "127.0.0.1", ports[0], filepath.Join(c.Dir, "apiserver-certs"))...)
 		if err != nil {
 			return err
 		}
@@ -157,6 +130,48 @@ func (c *Cluster) startAPIServer(bin, etcdURL string, cr *credentials) error {
 		}
 	}
 	return lastErr
+}
+
+// EtcdFlags are the flags of a one-member etcd with its data in dataDir,
+// serving clients at clientURL and peers at peerURL (http://127.0.0.1:port).
+func EtcdFlags(dataDir, clientURL, peerURL string) []string {
+	return []string{
+		"--name=kubetest",
+		"--data-dir=" + dataDir,
+		"--listen-client-urls=" + clientURL,
+		"--advertise-client-urls=" + clientURL,
+		"--listen-peer-urls=" + peerURL,
+		"--initial-advertise-peer-urls=" + peerURL,
+		"--initial-cluster=kubetest=" + peerURL,
+		"--initial-cluster-state=new",
+		"--logger=zap",
+		"--log-outputs=stderr",
+	}
+}
+
+// APIServerFlags are the kube-apiserver flags that work here (see
+// DESIGN.md): the credentials of cr, etcd at etcdURL, serving on
+// address:port, RBAC authorization, no endpoint reconciler (internal/nodetest
+// replaces some, e.g. adds the Node authorizer).
+func APIServerFlags(cr *Credentials, etcdURL, address string, port int, certDir string) []string {
+	return []string{
+		"--etcd-servers=" + etcdURL,
+		"--bind-address=" + address,
+		"--advertise-address=" + address,
+		"--secure-port=" + strconv.Itoa(port),
+		"--cert-dir=" + certDir,
+		"--tls-cert-file=" + cr.CertFile,
+		"--tls-private-key-file=" + cr.KeyFile,
+		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+		"--service-account-key-file=" + cr.SAPub,
+		"--service-account-signing-key-file=" + cr.SAKey,
+		// A configuration value only: nothing routes to this range.
+		"--service-cluster-ip-range=10.0.0.0/24",
+		"--authorization-mode=RBAC",
+		"--token-auth-file=" + cr.TokenFile,
+		"--endpoint-reconciler-type=none",
+		"--profiling=false",
+	}
 }
 
 // waitReady polls ready until it holds, the process exits, or timeout.
