@@ -536,10 +536,21 @@ func (inv *invocation) reportProblems(ctx context.Context, client *kube.Client, 
 	if client == nil {
 		return
 	}
-	host, _ := os.Hostname()
-	if err := client.CreateEvent(ctx, pod, kube.EventWarning, reason, problemsText(problems), "multinet", host); err != nil {
+	if err := client.CreateEvent(ctx, pod, kube.EventWarning, reason, problemsText(problems), "multinet", eventHost(pod)); err != nil {
 		inv.log.Warn("cannot record the event", "pod", inv.pod.ref(), "error", err)
 	}
+}
+
+// eventHost is an Event's source host: the node name the kubelet uses
+// (the pod's spec.nodeName, which honours --hostname-override and which
+// `kubectl get events --field-selector source=...` and node views match),
+// the machine's hostname only for a pod not bound to a node.
+func eventHost(pod *kube.Pod) string {
+	if pod.Spec.NodeName != "" {
+		return pod.Spec.NodeName
+	}
+	host, _ := os.Hostname()
+	return host
 }
 
 // writeStatus publishes the network-status annotation (§5).
