@@ -62,15 +62,7 @@ func verbError(a *skel.CmdArgs, verb string, err error) error {
 	who := ""
 	if verb != spec.CmdGC && verb != spec.CmdStatus {
 		pairs, _ := spec.ParseCNIArgs(a.Args)
-		var p podArgs
-		for _, kv := range pairs {
-			switch kv[0] {
-			case "K8S_POD_NAMESPACE":
-				p.Namespace = kv[1]
-			case "K8S_POD_NAME":
-				p.Name = kv[1]
-			}
-		}
+		p := podArgsOf(pairs)
 		switch {
 		case p.Namespace != "" && p.Name != "":
 			who = "pod " + p.ref() + ": "
@@ -84,6 +76,23 @@ func verbError(a *skel.CmdArgs, verb string, err error) error {
 // podArgs are the Kubernetes CNI_ARGS a CRI runtime sets.
 type podArgs struct {
 	Namespace, Name, UID, InfraID string
+}
+
+func podArgsOf(pairs [][2]string) podArgs {
+	var p podArgs
+	for _, kv := range pairs {
+		switch kv[0] {
+		case "K8S_POD_NAMESPACE":
+			p.Namespace = kv[1]
+		case "K8S_POD_NAME":
+			p.Name = kv[1]
+		case "K8S_POD_UID":
+			p.UID = kv[1]
+		case "K8S_POD_INFRA_CONTAINER_ID":
+			p.InfraID = kv[1]
+		}
+	}
+	return p
 }
 
 func (p podArgs) ref() string { return p.Namespace + "/" + p.Name }
@@ -128,19 +137,7 @@ func newInvocation(a *skel.CmdArgs) (*invocation, func(), error) {
 		closeLog()
 		return nil, nil, err
 	}
-	inv.rargs = pairs
-	for _, kv := range pairs {
-		switch kv[0] {
-		case "K8S_POD_NAMESPACE":
-			inv.pod.Namespace = kv[1]
-		case "K8S_POD_NAME":
-			inv.pod.Name = kv[1]
-		case "K8S_POD_UID":
-			inv.pod.UID = kv[1]
-		case "K8S_POD_INFRA_CONTAINER_ID":
-			inv.pod.InfraID = kv[1]
-		}
-	}
+	inv.rargs, inv.pod = pairs, podArgsOf(pairs)
 	var path []string
 	if cfg.BinDir != "" {
 		path = append(path, cfg.BinDir)
