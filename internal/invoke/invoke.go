@@ -69,6 +69,8 @@ func Exec(ctx context.Context, path string, env []string, stdin []byte, stderr i
 // anything; hold then returns the configuration for its stdin. When hold
 // fails, the plugin is killed before it received a byte, and hold's error
 // is returned. hold is called at most once, in the calling goroutine.
+// Should the caller die while holding, the plugin reads an empty stdin (the
+// pipe's end), which no plugin can take for a configuration.
 func ExecHeld(ctx context.Context, path string, env []string, hold func(context.Context) ([]byte, error), stderr io.Writer) ([]byte, error) {
 	return execRetrying(ctx, path, env, nil, hold, stderr)
 }
