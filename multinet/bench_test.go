@@ -3,7 +3,9 @@ package multinet
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -21,6 +23,13 @@ import (
 // the same two delegate chains run directly by the runtime. The overhead
 // metrics are the medians' difference: what delegating costs (process
 // start, API calls, cache, lock). api-calls/add counts one ADD's requests.
+//
+// MULTINET_BENCH_ALT="name=/path/to/multinet ..." runs other multinet
+// binaries (say the previous version, built with `make build` from its
+// tree) in the same loop, one ADD and DEL each per iteration beside this
+// tree's: on a machine shared with other jobs only a comparison
+// interleaved per iteration means anything. Each reports <name>-add-ms,
+// <name>-del-ms and, when its debug log has them, <name>-cluster-done-ms.
 func BenchmarkPodAddDel(b *testing.B) {
 	b.Run("sync-status", func(b *testing.B) { benchPodAddDel(b, false) })
 	b.Run("async-status", func(b *testing.B) { benchPodAddDel(b, true) })
@@ -76,8 +85,15 @@ func benchPodAddDel(b *testing.B, async bool) {
 		return d
 	}
 	var addT, delT, dAddT, dDelT []time.Duration
+	alts := benchAlternatives(b, e)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
+		for _, alt := range alts {
+			p.cid = "c" + randHex(8)
+			rt := e.rt(p)
+			alt.add = append(alt.add, timeIt(func() error { _, err := alt.cni.AddNetworkList(ctx, alt.conf, rt); return err }))
+			alt.del = append(alt.del, timeIt(func() error { return alt.cni.DelNetworkList(ctx, alt.conf, rt) }))
+		}
 		p.cid = "c" + randHex(8)
 		rt := e.rt(p)
 		addT = append(addT, timeIt(func() error { _, err := e.cni.AddNetworkList(ctx, conf, rt); return err }))
@@ -114,6 +130,19 @@ func benchPodAddDel(b *testing.B, async bool) {
 		b.ReportMetric(ms(median(in)), "inproc-overhead-add-ms")
 		b.ReportMetric(ms(median(dl)), "delegates-in-multinet-add-ms")
 	}
+	if reads, cluster := phases(e.log()); len(cluster) > 0 {
+		b.ReportMetric(ms(median(reads)), "reads-done-ms")
+		b.ReportMetric(ms(median(cluster)), "cluster-done-ms")
+	}
+	for _, alt := range alts {
+		b.ReportMetric(ms(median(alt.add)), alt.name+"-add-ms")
+		b.ReportMetric(ms(median(alt.del)), alt.name+"-del-ms")
+		if log, err := os.ReadFile(alt.log); err == nil {
+			if _, cluster := phases(string(log)); len(cluster) > 0 {
+				b.ReportMetric(ms(median(cluster)), alt.name+"-cluster-done-ms")
+			}
+		}
+	}
 	// The floor any exec'd plugin pays: start multinet for VERSION.
 	var execT []time.Duration
 	for i := 0; i < 20; i++ {
@@ -135,6 +164,60 @@ func benchPodAddDel(b *testing.B, async bool) {
 	if l := e.leases(); len(l) != 0 {
 		b.Errorf("leases left: %v", l)
 	}
+}
+
+// benchAlt is another multinet binary run beside this tree's.
+type benchAlt struct {
+	name, log string
+	cni       *runtime.CNI
+	conf      *spec.ConfList
+	add, del  []time.Duration
+}
+
+// benchAlternatives reads MULTINET_BENCH_ALT: each alternative gets a bin
+// directory like e.binDir with its multinet, and its own log file.
+func benchAlternatives(b *testing.B, e *env) []*benchAlt {
+	var alts []*benchAlt
+	for _, kv := range strings.Fields(os.Getenv("MULTINET_BENCH_ALT")) {
+		name, path, ok := strings.Cut(kv, "=")
+		if !ok || name == "" {
+			b.Fatalf("MULTINET_BENCH_ALT: %q is not name=/path/to/multinet", kv)
+		}
+		dir := b.TempDir()
+		ents, err := os.ReadDir(e.binDir)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, d := range ents {
+			target, _ := os.Readlink(filepath.Join(e.binDir, d.Name()))
+			if d.Name() == "multinet" {
+				target = path
+			}
+			if err := os.Symlink(target, filepath.Join(dir, d.Name())); err != nil {
+				b.Fatal(err)
+			}
+		}
+		alt := &benchAlt{name: name, log: filepath.Join(dir, "multinet.log"), cni: &runtime.CNI{Path: []string{dir}, CacheDir: e.cni.CacheDir}}
+		e.opts["logFile"] = alt.log
+		alt.conf = e.conf()
+		delete(e.opts, "logFile")
+		alts = append(alts, alt)
+	}
+	return alts
+}
+
+var phaseRE = regexp.MustCompile(`msg="ADD done".* reads_done_us=(\d+) cluster_done_us=(\d+)`)
+
+// phases returns, per ADD logged, when (from process start) the API reads
+// were done and when the cluster network was attached.
+func phases(log string) (reads, cluster []time.Duration) {
+	for _, m := range phaseRE.FindAllStringSubmatch(log, -1) {
+		r, _ := strconv.Atoi(m[1])
+		c, _ := strconv.Atoi(m[2])
+		reads = append(reads, time.Duration(r)*time.Microsecond)
+		cluster = append(cluster, time.Duration(c)*time.Microsecond)
+	}
+	return reads, cluster
 }
 
 func median(d []time.Duration) time.Duration {

@@ -142,9 +142,12 @@ func TestDelKeepsANewerStatus(t *testing.T) {
 // Invalid-and-ignored annotation (§4.1.2.1.4): the pod gets the cluster
 // network only, plus a Warning event and a log line naming the problem.
 // The event is recorded once per problem: a second sandbox of the same pod
-// (or the kubelet retrying ADD) adds no second event.
+// (or the kubelet retrying ADD) adds no second event. Its source host is
+// the pod's node as the kubelet names it (spec.nodeName, which follows
+// --hostname-override), not the machine's hostname.
 func TestIgnoredAnnotationEvent(t *testing.T) {
 	e := newEnv(t)
+	e.nodeName = "node-" + randHex(4) // never this machine's hostname
 	e.nad("", "blue", e.bridgeNAD("", 1, nil))
 	p := e.pod("p1", map[string]string{api.NetworksAnnotation: `[{"name":"blue","mac":"not-a-mac"}]`})
 	e.mustAdd(p)
@@ -161,6 +164,8 @@ func TestIgnoredAnnotationEvent(t *testing.T) {
 		Items []struct {
 			Type, Reason, Message string
 			InvolvedObject        struct{ Name, Kind string }
+			Source                struct{ Component, Host string }
+			ReportingInstance     string
 		}
 	}
 	json.Unmarshal(body, &evs)
@@ -168,7 +173,10 @@ func TestIgnoredAnnotationEvent(t *testing.T) {
 	for _, ev := range evs.Items {
 		if ev.Type == "Warning" && ev.InvolvedObject.Name == "p1" && strings.Contains(ev.Message, `"mac"`) && strings.Contains(ev.Message, "not-a-mac") {
 			found++
-			t.Logf("event %s: %s", ev.Reason, ev.Message)
+			t.Logf("event %s from %s on %s: %s", ev.Reason, ev.Source.Component, ev.Source.Host, ev.Message)
+			if ev.Source.Host != e.nodeName || ev.ReportingInstance != e.nodeName {
+				t.Errorf("event source host %q, reportingInstance %q; want the pod's node %q", ev.Source.Host, ev.ReportingInstance, e.nodeName)
+			}
 		}
 	}
 	if found != 1 {

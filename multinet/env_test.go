@@ -117,6 +117,9 @@ type env struct {
 	opts map[string]any
 	// runtimeConfig is what the runtime passes multinet.
 	runtimeConfig map[string]any
+	// nodeName, when set, binds the pods e.pod creates to that node
+	// (spec.nodeName, as the scheduler would).
+	nodeName string
 }
 
 func newEnv(t testing.TB) *env {
@@ -254,9 +257,13 @@ type pod struct {
 // pod creates a Pod with the annotations and a netns for its sandbox.
 func (e *env) pod(name string, annotations map[string]string) *pod {
 	e.t.Helper()
+	spec := map[string]any{"containers": []any{map[string]any{"name": "main", "image": "busybox"}}}
+	if e.nodeName != "" {
+		spec["nodeName"] = e.nodeName
+	}
 	obj := map[string]any{"apiVersion": "v1", "kind": "Pod",
 		"metadata": map[string]any{"name": name, "namespace": e.ns, "annotations": annotations},
-		"spec":     map[string]any{"containers": []any{map[string]any{"name": "main", "image": "busybox"}}}}
+		"spec":     spec}
 	out, err := e.c.Create(obj)
 	if err != nil {
 		e.t.Fatal(err)

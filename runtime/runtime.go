@@ -38,6 +38,10 @@ type CNI struct {
 	// Log receives warnings (a corrupt cache file ignored by DEL, ...);
 	// slog.Default() when nil.
 	Log *slog.Logger
+	// Exec runs one plugin (path, environment, stdin); invoke.Exec when
+	// nil. A delegating plugin wraps it to hold a plugin it started before
+	// deciding whether it may run (multinet, with invoke.ExecHeld).
+	Exec func(ctx context.Context, path string, env []string, stdin []byte, stderr io.Writer) ([]byte, error)
 }
 
 // RuntimeConf holds the attachment parameters (spec §3 "Attachment Parameters").
@@ -167,7 +171,11 @@ func (c *CNI) run(ctx context.Context, list *spec.ConfList, p *spec.PluginConf, 
 		ctx, cancel = context.WithTimeout(ctx, c.Timeout)
 		defer cancel()
 	}
-	out, err := invoke.Exec(ctx, path, c.env(verb, rt), req, c.Stderr)
+	exec := c.Exec
+	if exec == nil {
+		exec = invoke.Exec
+	}
+	out, err := exec(ctx, path, c.env(verb, rt), req, c.Stderr)
 	if err != nil {
 		return nil, wrap(err)
 	}

@@ -43,4 +43,16 @@ if [ ! -x "$REF_BIN/cnitool" ]; then
 	echo "installing reference cnitool $CNITOOL_VERSION into $REF_BIN"
 	GOBIN="$REF_BIN" go install "github.com/containernetworking/cni/cnitool@$CNITOOL_VERSION"
 fi
+# cnitool at the libcni versions containerd and CRI-O releases vendor, each
+# in <cache>/cnitool-<version>: multinet's shipped conflist is run through
+# every one (multinet/shipped_e2e_test.go, which lists the same versions).
+# v1.1.2: containerd 1.6/1.7, CRI-O 1.25-1.30; v1.2.3: containerd 2.0,
+# CRI-O 1.31-1.32; v1.3.0: containerd 2.1+, CRI-O 1.33+. A few seconds each.
+for v in ${RUNTIME_CNITOOL_VERSIONS:-v1.1.2 v1.2.3 v1.3.0}; do
+	d="$(dirname "$REF_BIN")/cnitool-$v"
+	if [ ! -x "$d/cnitool" ]; then
+		echo "installing cnitool $v (the libcni of container runtimes) into $d"
+		GOBIN="$d" go install "github.com/containernetworking/cni/cnitool@$v"
+	fi
+done
 bash "$(dirname "${BASH_SOURCE[0]}")/podman-deps.sh"

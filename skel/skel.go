@@ -192,6 +192,15 @@ func run(ctx context.Context, p Plugin, env Env, stdin io.Reader, stdout, stderr
 		IfName: env["CNI_IFNAME"], Args: env["CNI_ARGS"], Path: env["CNI_PATH"],
 		StdinData: data, Conf: &conf, Version: version, Env: env, Log: log, Stderr: stderr,
 	}
+	if cmd == spec.CmdDel && a.IfName != "" && spec.ValidateInterfaceName(a.IfName) != nil {
+		// ADD and CHECK refuse this CNI_IFNAME (checkEnv), so no plugin
+		// built on skel ever created anything under it: DEL has nothing to
+		// delete and succeeds. Refusing it would leave the caller (a
+		// runtime, or a delegating plugin rolling back) unable to finish,
+		// and the pod stuck terminating.
+		log.Info("DEL: nothing to delete: ADD never accepts this CNI_IFNAME", "ifname", a.IfName, "container", a.ContainerID)
+		return version, nil
+	}
 	if err := checkEnv(a); err != nil {
 		return version, err
 	}

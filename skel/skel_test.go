@@ -108,7 +108,8 @@ func TestRunEnvironmentErrors(t *testing.T) {
 		{"DEL without CNI_IFNAME", env("DEL", "CNI_IFNAME", "<unset>"), conf100, 4, "1.0.0", []string{"CNI_IFNAME"}},
 		{"GC without CNI_PATH", env("GC", "CNI_PATH", "<unset>"), `{"cniVersion":"1.1.0","name":"net","type":"ok"}`, 4, "1.1.0", []string{"CNI_PATH"}},
 		{"interface name too long", env("ADD", "CNI_IFNAME", "0123456789abcdef"), conf100, 4, "1.0.0", []string{"CNI_IFNAME", "0123456789abcdef"}},
-		{"interface name with /", env("DEL", "CNI_IFNAME", "a/b"), conf100, 4, "1.0.0", []string{"CNI_IFNAME", "a/b"}},
+		{"interface name with /", env("ADD", "CNI_IFNAME", "a/b"), conf100, 4, "1.0.0", []string{"CNI_IFNAME", "a/b"}},
+		{"CHECK interface name too long", env("CHECK", "CNI_IFNAME", "0123456789abcdef"), conf100, 4, "1.0.0", []string{"CNI_IFNAME", "0123456789abcdef"}},
 		{"interface name ..", env("CHECK", "CNI_IFNAME", ".."), conf100, 4, "1.0.0", []string{"CNI_IFNAME"}},
 		{"invalid container id", env("ADD", "CNI_CONTAINERID", "-c1"), conf100, 4, "1.0.0", []string{"CNI_CONTAINERID", "-c1"}},
 		{"container id with space", env("DEL", "CNI_CONTAINERID", "c 1"), conf100, 4, "1.0.0", []string{"CNI_CONTAINERID"}},
@@ -450,6 +451,31 @@ func TestDelToleratesMalformedArgsAndPrevResult(t *testing.T) {
 	}
 	// ADD still refuses the same CNI_ARGS.
 	wantError(t, runPlugin(t, Plugin{Type: "x", Add: func(*CmdArgs) (*spec.Result, error) { return &spec.Result{}, nil }}, env("ADD", "CNI_ARGS", "FOO"), conf100), 4, "1.0.0", "CNI_ARGS")
+}
+
+// DEL of an interface name ADD and CHECK refuse (too long, "/", ":",
+// whitespace, "." or "..") succeeds without running the plugin: nothing
+// can exist under that name. A runtime or a delegating plugin that sends
+// one (Multus rolling back an ADD our plugin refused) must not be left
+// with a DEL that fails for ever.
+func TestDelOfAnInterfaceNameADDRefuses(t *testing.T) {
+	for _, name := range []string{"0123456789abcdef", "a-very-long-interface-name", "a/b", "a:b", "a b", ".", ".."} {
+		var last *CmdArgs
+		p := okPlugin(&last)
+		o := runPlugin(t, p, env("DEL", "CNI_IFNAME", name), conf100)
+		if o.code != 0 || o.stdout != "" {
+			t.Errorf("DEL with CNI_IFNAME %q: exit %d, stdout %q; want success", name, o.code, o.stdout)
+		}
+		if last != nil {
+			t.Errorf("DEL with CNI_IFNAME %q ran the plugin's DEL; there is nothing to delete", name)
+		}
+		for _, cmd := range []string{"ADD", "CHECK"} {
+			wantError(t, runPlugin(t, p, env(cmd, "CNI_IFNAME", name), `{"cniVersion":"1.0.0","name":"net","type":"ok","prevResult":{"cniVersion":"1.0.0"}}`), 4, "1.0.0", "CNI_IFNAME")
+		}
+	}
+	// An empty CNI_IFNAME is still a missing variable for DEL (spec §2).
+	var last *CmdArgs
+	wantError(t, runPlugin(t, okPlugin(&last), env("DEL", "CNI_IFNAME", ""), conf100), 4, "1.0.0", "CNI_IFNAME")
 }
 
 // A panicking verb becomes a code-999 error JSON (exit 1) naming the plugin

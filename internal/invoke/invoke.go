@@ -58,9 +58,27 @@ func SplitPath(p string) []string {
 // binary was just written by a concurrent installer; if it stays busy, or the
 // context ends, the error has code 11 (try again later).
 func Exec(ctx context.Context, path string, env []string, stdin []byte, stderr io.Writer) ([]byte, error) {
+	return execRetrying(ctx, path, env, stdin, nil, stderr)
+}
+
+// ExecHeld is Exec for a caller that starts a plugin before it knows
+// whether the plugin may run (multinet starts its cluster network's plugin
+// while it reads the pod, and attaches nothing for a pod it will refuse):
+// the process starts — its exec and initialisation, about 3 ms of a Go
+// plugin here, overlap the caller's wait — and is held before it has read
+// anything; hold then returns the configuration for its stdin. When hold
+// fails, the plugin is killed before it received a byte, and hold's error
+// is returned. hold is called at most once, in the calling goroutine.
+// Should the caller die while holding, the plugin reads an empty stdin (the
+// pipe's end), which no plugin can take for a configuration.
+func ExecHeld(ctx context.Context, path string, env []string, hold func(context.Context) ([]byte, error), stderr io.Writer) ([]byte, error) {
+	return execRetrying(ctx, path, env, nil, hold, stderr)
+}
+
+func execRetrying(ctx context.Context, path string, env []string, stdin []byte, hold func(context.Context) ([]byte, error), stderr io.Writer) ([]byte, error) {
 	var lastErr error
 	for attempt := 0; attempt < execAttempts; attempt++ {
-		out, err := execOnce(ctx, path, env, stdin, stderr)
+		out, err := execOnceHeld(ctx, path, env, stdin, hold, stderr)
 		if err == nil || !errors.Is(err, syscall.ETXTBSY) {
 			return out, err
 		}
@@ -83,6 +101,12 @@ const execAttempts = 5
 const waitDelay = 500 * time.Millisecond
 
 func execOnce(ctx context.Context, path string, env []string, stdin []byte, stderr io.Writer) ([]byte, error) {
+	return execOnceHeld(ctx, path, env, stdin, nil, stderr)
+}
+
+// execOnceHeld runs the plugin once; with hold, its stdin comes from hold
+// (see ExecHeld), else it is stdin.
+func execOnceHeld(ctx context.Context, path string, env []string, stdin []byte, hold func(context.Context) ([]byte, error), stderr io.Writer) ([]byte, error) {
 	var stdout bytes.Buffer
 	errBuf := headBuffer{limit: stderrKept}
 	cmd := exec.CommandContext(ctx, path)
@@ -93,14 +117,40 @@ func execOnce(ctx context.Context, path string, env []string, stdin []byte, stde
 		cmd.Env = []string{}
 	}
 	cmd.WaitDelay = waitDelay
-	cmd.Stdin = bytes.NewReader(stdin)
+	var pipe io.WriteCloser
+	if hold == nil {
+		cmd.Stdin = bytes.NewReader(stdin)
+	} else {
+		var err error
+		if pipe, err = cmd.StdinPipe(); err != nil {
+			return nil, spec.Errorf(spec.ErrIOFailure, "failed to run plugin %s: %v", path, err)
+		}
+	}
 	cmd.Stdout = &stdout
 	if stderr != nil {
 		cmd.Stderr = io.MultiWriter(stderr, &errBuf)
 	} else {
 		cmd.Stderr = &errBuf
 	}
-	err := cmd.Run()
+	err := cmd.Start()
+	if err == nil && hold != nil {
+		data, herr := hold(ctx)
+		if herr != nil {
+			cmd.Process.Kill() // before the pipe closes: not even an empty configuration
+			pipe.Close()
+			cmd.Wait()
+			return nil, herr
+		}
+		// Written beside Wait, as os/exec does for a reader: a plugin that
+		// exits without reading must not block us (Wait closes the pipe).
+		go func() {
+			pipe.Write(data)
+			pipe.Close()
+		}()
+	}
+	if err == nil {
+		err = cmd.Wait()
+	}
 	// ErrWaitDelay after a clean exit: the plugin succeeded but left a child
 	// holding its stdout; what it wrote before exiting is its answer.
 	if err == nil || (errors.Is(err, exec.ErrWaitDelay) && ctx.Err() == nil && cmd.ProcessState != nil && cmd.ProcessState.Success()) {

@@ -140,6 +140,15 @@ func (c *Client) do(ctx context.Context, method, path, contentType string, body 
 // Pod is the part of a pod we read.
 type Pod struct {
 	Metadata api.ObjectMeta `json:"metadata"`
+	Spec     PodSpec        `json:"spec"`
+}
+
+// PodSpec is the part of a pod's spec we read.
+type PodSpec struct {
+	// NodeName is the node the pod is bound to: the name its kubelet
+	// registered (--hostname-override honoured), which Events name as
+	// their source host.
+	NodeName string `json:"nodeName,omitempty"`
 }
 
 func podPath(ns, name string) string {

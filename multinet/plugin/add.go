@@ -16,7 +16,6 @@ import (
 	"github.com/patchbay-cni/patchbay/multinet/kube"
 	"github.com/patchbay-cni/patchbay/multinet/selection"
 	"github.com/patchbay-cni/patchbay/multinet/status"
-	"github.com/patchbay-cni/patchbay/skel"
 	"github.com/patchbay-cni/patchbay/spec"
 )
 
@@ -25,38 +24,33 @@ import (
 // (§4.1.2.1.11); the claim is in the pod's namespace (K8S_POD_NAMESPACE).
 const IPAMClaimArg = "ipam-claim-reference"
 
-func cmdAdd(a *skel.CmdArgs) (*spec.Result, error) {
-	inv, done, err := newInvocation(a)
-	if err != nil {
-		return nil, err
-	}
-	defer done()
+// cmdAdd attaches the cluster network, then the selected ones (§6.2).
+//
+// Nothing is attached before the pod's annotations and every
+// NetworkAttachmentDefinition they need are read and checked: a pod whose
+// ADD will fail (malformed annotation, missing NAD, namespace isolation,
+// undeclared capability, a NAD running multinet) fails with nothing done,
+// however often the kubelet retries — no address is taken from the cluster
+// network's IPAM and given back each time.
+//
+// The reads must not make a valid pod wait either. Reading while the
+// cluster network is attached (as this did before) hides them but attaches
+// for nothing when the pod is refused; reading first puts all of them on
+// the critical path. The order that does both: the reads start first, in
+// a goroutine; meanwhile this goroutine takes the lock, prepares the
+// cluster network and *starts* its ADD, whose first plugin is held, before
+// it has read its configuration, until the reads are checked and the plan
+// is written (heldAdd). So the plugin's process start — the largest piece
+// of work that precedes an attachment without being one — overlaps the
+// reads; a refused pod's held plugin is killed having received nothing.
+// What the reads take beyond that start stays on the critical path
+// (README "API client and speed" has the numbers).
+func (inv *invocation) cmdAdd() (*spec.Result, error) {
 	ctx := inv.ctx()
 	if err := inv.waitReady(ctx); err != nil {
 		return nil, err
 	}
-	lock, err := inv.lockContainer(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer lock.unlock(false)
-	return inv.add(ctx)
-}
-
-// add attaches the cluster network, then the selected ones. When the
-// cluster network is on disk (the usual case), its ADD runs while the pod
-// and its NetworkAttachmentDefinitions are read, so the API round trips
-// cost no time on top of the cluster network's own; an error of either
-// rolls the cluster network back (§7.2). Nothing else is attached before
-// every selected network is resolved, so a bad annotation, a missing NAD, a
-// namespace-isolation denial or an undeclared capability fails the pod with
-// only the cluster network attempted (and deleted).
-func (inv *invocation) add(ctx context.Context) (*spec.Result, error) {
-	a, cfg := inv.args, inv.cfg
-	plan := &Plan{ContainerID: a.ContainerID, NetNS: a.Netns, PodNamespace: inv.pod.Namespace,
-		PodName: inv.pod.Name, PodUID: inv.pod.UID, CNIArgs: inv.rargs}
-	t0 := time.Now()
-
+	cfg := inv.cfg
 	clusterList, onDisk, err := clusterFromDisk(cfg)
 	if onDisk && err != nil {
 		return nil, err
@@ -64,10 +58,17 @@ func (inv *invocation) add(ctx context.Context) (*spec.Result, error) {
 	withAPI := inv.pod.Name != "" && inv.pod.Namespace != ""
 	if !withAPI && !onDisk {
 		return nil, spec.Errorf(spec.ErrInvalidNetworkConfig,
-			"multinet: clusterNetwork %q is neither a file, a directory nor a network in %s, and without pod arguments (K8S_POD_NAMESPACE, K8S_POD_NAME) no NetworkAttachmentDefinition can be read",
+			"clusterNetwork %q is neither a file, a directory nor a network in %s, and without pod arguments (K8S_POD_NAMESPACE, K8S_POD_NAME) no NetworkAttachmentDefinition can be read",
 			cfg.ClusterNetwork, cfg.ConfDir)
 	}
-
+	var reads <-chan apiAnswer
+	if withAPI {
+		clusterRef := ""
+		if !onDisk {
+			clusterRef = qualify(cfg.ClusterNetwork, cfg.MultusNamespace)
+		}
+		reads = inv.startReads(ctx, clusterRef)
+	}
 	if cfg.AsyncNetworkStatus && withAPI {
 		inv.writer = make(chan *statusWriter, 1)
 		go func() {
@@ -84,102 +85,139 @@ func (inv *invocation) add(ctx context.Context) (*spec.Result, error) {
 			}
 		}()
 	}
-	var info *apiInfo
-	var results []*spec.Result
-	if onDisk {
-		def, err := inv.clusterAttachment(clusterList, cfg.MultusNamespace+"/"+clusterList.Name)
-		if err != nil {
-			return nil, err
-		}
-		plan.Attachments = []*Attachment{def}
-		if err := writePlan(cfg.CNIDir, plan); err != nil {
-			return nil, spec.Errorf(spec.ErrIOFailure, "multinet: cannot write the cache before delegating: %v", err)
-		}
-		type answer struct {
-			info *apiInfo
-			err  error
-		}
-		ch := make(chan answer, 1)
-		if withAPI {
-			// The client (kubeconfig, TLS setup) is made here too, off
-			// the cluster network's path.
-			go func() {
-				ts := time.Now()
-				client, err := inv.kube()
-				if err != nil {
-					// Without API access only the cluster network can be attached.
-					inv.log.Warn("no Kubernetes API access: attaching the cluster network only", "pod", inv.pod.ref(), "error", err)
-					ch <- answer{}
-					return
-				}
-				info, err := inv.readAPI(ctx, client, "")
-				inv.log.Debug("API reads", "took", time.Since(ts).Microseconds())
-				ch <- answer{info, err}
-			}()
-		} else {
-			ch <- answer{}
-		}
-		res, addErr := inv.addOne(ctx, def)
-		ans := <-ch
-		if addErr != nil {
-			return nil, inv.rollback(ctx, plan, 0, addErr)
-		}
-		if ans.err != nil {
-			return nil, inv.rollback(ctx, plan, 0, ans.err)
-		}
-		info = ans.info
-		results = append(results, res)
-		if info != nil && info.override != "" {
-			// The pod names its own default network: undo the configured one.
-			if err := inv.rollbackQuiet(ctx, plan); err != nil {
-				return nil, inv.rollback(ctx, plan, 0, err)
-			}
-			results = nil
-		}
-	} else {
+	lock, err := inv.lockContainer(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer lock.unlock(false)
+	return inv.add(ctx, clusterList, reads)
+}
+
+// apiAnswer is what the API reads of ADD produced.
+type apiAnswer struct {
+	info *apiInfo // nil: no API access, the cluster network only
+	err  error
+}
+
+// startReads reads the pod and its NetworkAttachmentDefinitions in a
+// goroutine (the client, kubeconfig and TLS setup included); clusterRef is
+// the cluster network's NAD when it is not on disk.
+func (inv *invocation) startReads(ctx context.Context, clusterRef string) <-chan apiAnswer {
+	ch := make(chan apiAnswer, 1)
+	go func() {
+		ts := time.Now()
 		client, err := inv.kube()
 		if err != nil {
+			if clusterRef != "" { // the cluster network itself needs the API
+				ch <- apiAnswer{err: err}
+				return
+			}
+			inv.log.Warn("no Kubernetes API access: attaching the cluster network only", "pod", inv.pod.ref(), "error", err)
+			ch <- apiAnswer{}
+			return
+		}
+		tc := time.Now()
+		info, err := inv.readAPI(ctx, client, clusterRef)
+		if info != nil {
+			inv.log.Debug("API reads", "client_us", tc.Sub(ts).Microseconds(), "pod_us", info.podRead.Microseconds(),
+				"total_us", time.Since(ts).Microseconds())
+		}
+		ch <- apiAnswer{info, err}
+	}()
+	return ch
+}
+
+// add decides every attachment (waiting for the reads), writes the plan,
+// then attaches in order; a failure from then on rolls back (§7.2). The
+// cluster network's ADD, when it is on disk, starts with the reads and is
+// held before its first plugin reads its configuration (heldAdd) until
+// everything is checked and the plan written.
+func (inv *invocation) add(ctx context.Context, clusterList *spec.ConfList, reads <-chan apiAnswer) (_ *spec.Result, err error) {
+	a, cfg := inv.args, inv.cfg
+	plan := &Plan{ContainerID: a.ContainerID, NetNS: a.Netns, PodNamespace: inv.pod.Namespace,
+		PodName: inv.pod.Name, PodUID: inv.pod.UID, CNIArgs: inv.rargs}
+	t0 := time.Now()
+	var def *Attachment
+	var held *heldAdd
+	if clusterList != nil {
+		if def, err = inv.clusterAttachment(clusterList, cfg.MultusNamespace+"/"+clusterList.Name); err != nil {
 			return nil, err
 		}
-		if info, err = inv.readAPI(ctx, client, qualify(cfg.ClusterNetwork, cfg.MultusNamespace)); err != nil {
-			return nil, err
+		if reads != nil {
+			if held, err = inv.startHeldAdd(ctx, def); err != nil {
+				return nil, err
+			}
+			// Every return before the release kills the held plugin.
+			defer func() {
+				if held != nil {
+					held.refuse()
+				}
+			}()
 		}
 	}
-	if info != nil && (info.override != "" || !onDisk) {
+	var info *apiInfo
+	if reads != nil {
+		ans := <-reads
+		if ans.err != nil {
+			return nil, ans.err
+		}
+		info = ans.info
+	}
+	readsDone := time.Since(processStart)
+	if info != nil && (info.override != "" || clusterList == nil) {
 		ref := info.override
 		if ref == "" {
 			ref = qualify(cfg.ClusterNetwork, cfg.MultusNamespace)
 		}
-		def, err := inv.clusterAttachment(info.lists[ref], ref)
-		if err != nil {
+		if def, err = inv.clusterAttachment(info.lists[ref], ref); err != nil {
 			return nil, err
 		}
-		plan.Attachments = []*Attachment{def}
+		if held != nil { // the pod names its own default network
+			held.refuse()
+			held = nil
+		}
 	}
+	if def == nil {
+		return nil, spec.Errorf(spec.ErrInternal, "no cluster network resolved for clusterNetwork %q", cfg.ClusterNetwork)
+	}
+	plan.Attachments = []*Attachment{def}
 	if info != nil {
 		plan.PodUID = info.pod.Metadata.UID
 		for _, s := range append(slices.Clone(info.defaults), info.sels...) {
 			att, err := inv.attachment(s, info.lists[s.Ref()])
 			if err != nil {
-				return nil, inv.rollback(ctx, plan, len(results)-1, err)
+				return nil, err
 			}
 			plan.Attachments = append(plan.Attachments, att)
 		}
-		if len(plan.Attachments) > len(results) {
-			if err := writePlan(cfg.CNIDir, plan); err != nil {
-				return nil, inv.rollback(ctx, plan, len(results)-1,
-					spec.Errorf(spec.ErrIOFailure, "multinet: cannot write the cache before delegating: %v", err))
-			}
-		}
+	}
+	if err := writePlan(cfg.CNIDir, plan); err != nil {
+		return nil, spec.Errorf(spec.ErrIOFailure, "cannot write the cache before delegating: %v", err)
 	}
 	t1 := time.Now()
+	var results []*spec.Result
+	var clusterDone time.Duration
+	if held != nil {
+		h := held
+		held = nil
+		res, err := h.release()
+		if err != nil {
+			return nil, inv.rollback(ctx, plan, 0, fmt.Errorf("%s: %w", describe(def), err))
+		}
+		results = append(results, res)
+		clusterDone = time.Since(processStart)
+	}
 	for i := len(results); i < len(plan.Attachments); i++ {
 		res, err := inv.addOne(ctx, plan.Attachments[i])
 		if err != nil {
 			return nil, inv.rollback(ctx, plan, i, err)
 		}
 		results = append(results, res)
+		if i == 0 {
+			clusterDone = time.Since(processStart)
+		}
 	}
+	inv.summary = verbSummary{atts: plan.Attachments, results: results}
 	t2 := time.Now()
 	if err := inv.applyDefaultRoute(plan, results); err != nil {
 		return nil, inv.rollback(ctx, plan, len(plan.Attachments)-1, err)
@@ -190,9 +228,11 @@ func (inv *invocation) add(ctx context.Context) (*spec.Result, error) {
 			return nil, inv.rollback(ctx, plan, len(plan.Attachments)-1, err)
 		}
 	}
-	// Timings in µs, for BenchmarkPodAddDel: total is from process start.
+	// Timings in µs, for BenchmarkPodAddDel: *_done and total are from
+	// process start.
 	inv.log.Debug("ADD done", "pod", inv.pod.ref(), "attachments", len(plan.Attachments),
-		"until_secondary_us", t1.Sub(t0).Microseconds(), "secondary_us", t2.Sub(t1).Microseconds(),
+		"reads_done_us", readsDone.Microseconds(), "cluster_done_us", clusterDone.Microseconds(),
+		"until_attach_us", t1.Sub(t0).Microseconds(), "attach_us", t2.Sub(t1).Microseconds(),
 		"status_us", time.Since(t2).Microseconds(), "delegates_us", inv.delegateTime.Microseconds(),
 		"total_us", time.Since(processStart).Microseconds())
 	return results[0], nil
@@ -212,7 +252,7 @@ func (inv *invocation) takeWriter() *statusWriter {
 func (inv *invocation) addOne(ctx context.Context, att *Attachment) (*spec.Result, error) {
 	list, err := att.List()
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s: %w", describe(att), err)
 	}
 	inv.log.Debug("ADD", "pod", inv.pod.ref(), "network", att.Name, "ifname", att.IfName)
 	start := time.Now()
@@ -233,10 +273,10 @@ func (inv *invocation) clusterAttachment(l *spec.ConfList, name string) (*Attach
 	def := &Attachment{Name: name, IfName: inv.args.IfName, Default: true, CapabilityArgs: inv.cfg.capabilityArgs()}
 	var err error
 	if def.Config, err = selfContained(l, nil); err != nil {
-		return nil, spec.Errorf(spec.ErrInvalidNetworkConfig, "multinet: cluster network: %v", err)
+		return nil, spec.Errorf(spec.ErrInvalidNetworkConfig, "cluster network: %v", err)
 	}
 	if _, err := def.List(); err != nil {
-		return nil, spec.Errorf(spec.ErrInvalidNetworkConfig, "multinet: cluster network: %v", err)
+		return nil, spec.Errorf(spec.ErrInvalidNetworkConfig, "cluster network: %v", err)
 	}
 	return def, nil
 }
@@ -245,6 +285,7 @@ func (inv *invocation) clusterAttachment(l *spec.ConfList, name string) (*Attach
 // attachment (0..last, in reverse), each even when another fails, and one
 // error naming the failure and every DEL that failed.
 func (inv *invocation) rollback(ctx context.Context, plan *Plan, last int, cause error) error {
+	inv.summary.atts = plan.Attachments[:last+1]
 	var delErrs []string
 	for i := last; i >= 0; i-- {
 		att := plan.Attachments[i]
@@ -254,24 +295,13 @@ func (inv *invocation) rollback(ctx context.Context, plan *Plan, last int, cause
 		}
 	}
 	ce := spec.AsError(cause, spec.ErrInternal)
-	msg := fmt.Sprintf("multinet: pod %s: ADD failed: %s; the %d attempted attachment(s) were deleted", inv.pod.ref(), ce.Msg, last+1)
+	msg := fmt.Sprintf("%s; the %d attempted attachment(s) were deleted", ce.Msg, last+1)
 	if len(delErrs) == 0 {
 		removePlan(inv.cfg.CNIDir, plan.ContainerID) // nothing left to undo
 	} else {
 		msg += fmt.Sprintf(", but %d DEL(s) failed (a later DEL retries them): %s", len(delErrs), strings.Join(delErrs, "; "))
 	}
-	inv.log.Error("ADD failed", "pod", inv.pod.ref(), "container", plan.ContainerID, "error", msg)
 	return &spec.Error{Code: ce.Code, Msg: msg, Details: ce.Details}
-}
-
-// rollbackQuiet DELs the cluster network attachment (plan's first).
-func (inv *invocation) rollbackQuiet(ctx context.Context, plan *Plan) error {
-	att := plan.Attachments[0]
-	list, _ := att.List()
-	if err := inv.cni.DelNetworkList(ctx, list, inv.rt(att)); err != nil {
-		return fmt.Errorf("%s: %w", describe(att), err)
-	}
-	return nil
 }
 
 // apiInfo is what ADD learns from the apiserver.
@@ -282,6 +312,7 @@ type apiInfo struct {
 	defaults []*selection.Selection // configured defaultNetworks
 	sels     []*selection.Selection // the annotation's
 	lists    map[string]*spec.ConfList
+	podRead  time.Duration // the pod GET's time (for the debug log)
 }
 
 // readAPI reads the pod, parses its annotations, checks namespace
@@ -289,6 +320,7 @@ type apiInfo struct {
 // each, in parallel); clusterRef is the cluster network's NAD, if it is one.
 func (inv *invocation) readAPI(ctx context.Context, client *kube.Client, clusterRef string) (*apiInfo, error) {
 	a, cfg := inv.args, inv.cfg
+	start := time.Now()
 	// The watch cache first; a quorum read when it does not have this pod
 	// (not yet, or an older pod of the same name).
 	pod, err := client.GetPod(ctx, inv.pod.Namespace, inv.pod.Name, true)
@@ -300,21 +332,21 @@ func (inv *invocation) readAPI(ctx context.Context, client *kube.Client, cluster
 		if kube.IsNotFound(err) {
 			code = spec.ErrUnknownContainer
 		}
-		return nil, spec.Errorf(code, "multinet: cannot read pod %s: %v", inv.pod.ref(), err)
+		return nil, spec.Errorf(code, "cannot read the pod: %v", err)
 	}
 	if inv.pod.UID != "" && pod.Metadata.UID != "" && pod.Metadata.UID != inv.pod.UID {
-		return nil, spec.Errorf(spec.ErrTryAgainLater, "multinet: pod %s has UID %s, the runtime's sandbox is for UID %s (the pod was re-created)",
-			inv.pod.ref(), pod.Metadata.UID, inv.pod.UID)
+		return nil, spec.Errorf(spec.ErrTryAgainLater, "the pod has UID %s, the runtime's sandbox is for UID %s (the pod was re-created)",
+			pod.Metadata.UID, inv.pod.UID)
 	}
-	info := &apiInfo{pod: pod}
+	info := &apiInfo{pod: pod, podRead: time.Since(start)}
 	ann := pod.Metadata.Annotations
 	if v := strings.TrimSpace(ann[api.DefaultNetworkAnnotation]); v != "" {
 		// As in Multus, a bare name is in multusNamespace, where the
 		// administrator keeps the cluster network's alternatives.
 		r := selection.Parse(v, cfg.MultusNamespace, selection.Options{})
 		if r.Fatal() || r.Ignored() || len(r.Selections) != 1 {
-			return nil, spec.Errorf(spec.ErrInvalidNetworkConfig, "multinet: pod %s: annotation %s=%q must name exactly one NetworkAttachmentDefinition: %v",
-				inv.pod.ref(), api.DefaultNetworkAnnotation, v, problemsText(r.Problems))
+			return nil, spec.Errorf(spec.ErrInvalidNetworkConfig, "annotation %s=%q must name exactly one NetworkAttachmentDefinition: %v",
+				api.DefaultNetworkAnnotation, v, problemsText(r.Problems))
 		}
 		s := r.Selections[0]
 		if s.Namespace != cfg.MultusNamespace { // multusNamespace is always allowed here
@@ -327,7 +359,7 @@ func (inv *invocation) readAPI(ctx context.Context, client *kube.Client, cluster
 	res := selection.Parse(ann[api.NetworksAnnotation], pod.Metadata.Namespace,
 		selection.Options{DefaultInterface: a.IfName, InterfacePrefix: cfg.InterfacePrefix})
 	if err := res.Err(); err != nil {
-		return nil, spec.Errorf(spec.ErrInvalidNetworkConfig, "multinet: pod %s: %s", inv.pod.ref(), spec.AsError(err, 7).Msg)
+		return nil, spec.AsError(err, spec.ErrInvalidNetworkConfig)
 	}
 	inv.reportProblems(ctx, client, pod, res.Problems)
 	info.sels = res.Selections
@@ -364,8 +396,7 @@ func (inv *invocation) attachment(s *selection.Selection, list *spec.ConfList) (
 	att := &Attachment{Name: s.Ref(), IfName: s.Interface, CNIArgs: podCNIArgs(inv.rargs)}
 	caps, err := selection.CapabilityArgs(s, selection.PluginCapsOf(list))
 	if err != nil {
-		ce := spec.AsError(err, spec.ErrUnsupportedField)
-		return nil, &spec.Error{Code: ce.Code, Msg: fmt.Sprintf("multinet: pod %s: %s", inv.pod.ref(), ce.Msg)}
+		return nil, spec.AsError(err, spec.ErrUnsupportedField)
 	}
 	att.CapabilityArgs = caps
 	cniArgs := s.CNIArgs
@@ -378,7 +409,7 @@ func (inv *invocation) attachment(s *selection.Selection, list *spec.ConfList) (
 	}
 	att.Config, err = selfContained(list, func(b []byte) ([]byte, error) { return selection.MergeCNIArgs(b, cniArgs) })
 	if err != nil {
-		return nil, fmt.Errorf("multinet: %s: %w", describe(att), err)
+		return nil, fmt.Errorf("%s: %w", describe(att), err)
 	}
 	if s.HasDefaultRoute {
 		att.HasDefault = true
@@ -395,7 +426,7 @@ func (inv *invocation) isolation(s *selection.Selection) error {
 	}
 	d := selection.CheckNamespaceIsolation(inv.pod.Namespace, inv.cfg.GlobalNamespaces, s)
 	if !d.Allowed {
-		return spec.Errorf(spec.ErrInvalidNetworkConfig, "multinet: pod %s: %s (multi-net spec §7.4)", inv.pod.ref(), d.Message)
+		return spec.Errorf(spec.ErrInvalidNetworkConfig, "%s (multi-net spec §7.4)", d.Message)
 	}
 	return nil
 }
@@ -408,7 +439,7 @@ func (inv *invocation) isolation(s *selection.Selection) error {
 func notSelf(l *spec.ConfList, name string) error {
 	if isMultinet(l) {
 		return spec.Errorf(spec.ErrInvalidNetworkConfig,
-			"multinet: network %q runs the multinet plugin itself; a delegating plugin cannot be its own delegate", name)
+			"network %q runs the multinet plugin itself; a delegating plugin cannot be its own delegate", name)
 	}
 	return nil
 }
@@ -463,7 +494,7 @@ func (inv *invocation) fetchNADs(ctx context.Context, client *kube.Client, refs 
 		return out, nil
 	}
 	if client == nil {
-		return nil, spec.Errorf(spec.ErrInvalidNetworkConfig, "multinet: NetworkAttachmentDefinitions %v are needed but there is no Kubernetes API access", distinct)
+		return nil, spec.Errorf(spec.ErrInvalidNetworkConfig, "NetworkAttachmentDefinitions %v are needed but there is no Kubernetes API access", distinct)
 	}
 	errs := make([]error, len(distinct))
 	lists := make([]*spec.ConfList, len(distinct))
@@ -482,7 +513,7 @@ func (inv *invocation) fetchNADs(ctx context.Context, client *kube.Client, refs 
 				if kube.IsNotFound(err) {
 					code = spec.ErrInvalidNetworkConfig
 				}
-				errs[i] = spec.Errorf(code, "multinet: pod %s: cannot get NetworkAttachmentDefinition %s: %v", inv.pod.ref(), ref, err)
+				errs[i] = spec.Errorf(code, "cannot get NetworkAttachmentDefinition %s: %v", ref, err)
 				return
 			}
 			lists[i], errs[i] = nadConfig(inv.cfg, nad)
@@ -536,10 +567,21 @@ func (inv *invocation) reportProblems(ctx context.Context, client *kube.Client, 
 	if client == nil {
 		return
 	}
-	host, _ := os.Hostname()
-	if err := client.CreateEvent(ctx, pod, kube.EventWarning, reason, problemsText(problems), "multinet", host); err != nil {
+	if err := client.CreateEvent(ctx, pod, kube.EventWarning, reason, problemsText(problems), "multinet", eventHost(pod)); err != nil {
 		inv.log.Warn("cannot record the event", "pod", inv.pod.ref(), "error", err)
 	}
+}
+
+// eventHost is an Event's source host: the node name the kubelet uses
+// (the pod's spec.nodeName, which honours --hostname-override and which
+// `kubectl get events --field-selector source=...` and node views match),
+// the machine's hostname only for a pod not bound to a node.
+func eventHost(pod *kube.Pod) string {
+	if pod.Spec.NodeName != "" {
+		return pod.Spec.NodeName
+	}
+	host, _ := os.Hostname()
+	return host
 }
 
 // writeStatus publishes the network-status annotation (§5).
@@ -571,7 +613,7 @@ func (inv *invocation) writeStatus(ctx context.Context, pod *kube.Pod, plan *Pla
 		return nil
 	}
 	if err != nil {
-		return spec.Errorf(spec.ErrTryAgainLater, "multinet: pod %s: cannot write the %s annotation: %v", inv.pod.ref(), api.NetworkStatusAnnotation, err)
+		return spec.Errorf(spec.ErrTryAgainLater, "cannot write the %s annotation: %v", api.NetworkStatusAnnotation, err)
 	}
 	return nil
 }
@@ -596,13 +638,13 @@ func statusValue(plan *Plan, results []*spec.Result) (string, error) {
 		}
 		e, err := status.New(in)
 		if err != nil {
-			return "", spec.Errorf(spec.ErrInternal, "multinet: %v", err)
+			return "", spec.Errorf(spec.ErrInternal, "network status: %v", err)
 		}
 		entries = append(entries, e)
 	}
 	value, err := status.Encode(entries)
 	if err != nil {
-		return "", spec.Errorf(spec.ErrInternal, "multinet: %v", err)
+		return "", spec.Errorf(spec.ErrInternal, "network status: %v", err)
 	}
 	return value, nil
 }

@@ -112,10 +112,10 @@ func (s *stringList) UnmarshalJSON(b []byte) error {
 func ParseConfig(data []byte) (*Config, error) {
 	var c Config
 	if err := json.Unmarshal(data, &c); err != nil {
-		return nil, spec.NewError(spec.ErrDecodingFailure, "multinet: failed to decode the configuration", err.Error())
+		return nil, spec.NewError(spec.ErrDecodingFailure, "failed to decode the configuration", err.Error())
 	}
 	if c.ClusterNetwork == "" {
-		return nil, spec.Errorf(spec.ErrInvalidNetworkConfig, "multinet: \"clusterNetwork\" is required (a NetworkAttachmentDefinition name, a network name in confDir, or a conf/conflist file or directory path)")
+		return nil, spec.Errorf(spec.ErrInvalidNetworkConfig, "\"clusterNetwork\" is required (a NetworkAttachmentDefinition name, a network name in confDir, or a conf/conflist file or directory path)")
 	}
 	if c.ConfDir == "" {
 		c.ConfDir = DefaultConfDir
@@ -136,10 +136,10 @@ func ParseConfig(data []byte) (*Config, error) {
 		c.InterfacePrefix = DefaultInterfacePrefix
 	}
 	if c.ReadinessTimeoutSeconds < 0 || c.APITimeoutSeconds < 0 {
-		return nil, spec.Errorf(spec.ErrInvalidNetworkConfig, "multinet: readinessTimeoutSeconds and apiTimeoutSeconds must not be negative (got %d, %d)", c.ReadinessTimeoutSeconds, c.APITimeoutSeconds)
+		return nil, spec.Errorf(spec.ErrInvalidNetworkConfig, "readinessTimeoutSeconds and apiTimeoutSeconds must not be negative (got %d, %d)", c.ReadinessTimeoutSeconds, c.APITimeoutSeconds)
 	}
 	if _, err := parseLevel(c.LogLevel); err != nil {
-		return nil, spec.Errorf(spec.ErrInvalidNetworkConfig, "multinet: \"logLevel\" %q: %v", c.LogLevel, err)
+		return nil, spec.Errorf(spec.ErrInvalidNetworkConfig, "\"logLevel\" %q: %v", c.LogLevel, err)
 	}
 	return &c, nil
 }

@@ -70,7 +70,7 @@ func (l *containerLock) unlock(remove bool) {
 func (inv *invocation) lockContainer(ctx context.Context) (*containerLock, error) {
 	l, err := lockContainer(ctx, inv.cfg.CNIDir, inv.args.ContainerID)
 	if err != nil {
-		return nil, spec.Errorf(spec.ErrIOFailure, "multinet: %v", err)
+		return nil, spec.Errorf(spec.ErrIOFailure, "%v", err)
 	}
 	return l, nil
 }

@@ -19,19 +19,80 @@ import (
 // Plugin returns the skel plugin of multinet.
 func Plugin() skel.Plugin {
 	return skel.Plugin{
-		Type:   "multinet",
-		Add:    cmdAdd,
-		Del:    cmdDel,
-		Check:  cmdCheck,
-		GC:     cmdGC,
-		Status: cmdStatus,
+		Type: "multinet",
+		Add: func(a *skel.CmdArgs) (*spec.Result, error) {
+			var res *spec.Result
+			err := runVerb(a, spec.CmdAdd, func(inv *invocation) (err error) {
+				res, err = inv.cmdAdd()
+				return err
+			})
+			return res, err
+		},
+		Del:    func(a *skel.CmdArgs) error { return runVerb(a, spec.CmdDel, (*invocation).cmdDel) },
+		Check:  func(a *skel.CmdArgs) error { return runVerb(a, spec.CmdCheck, (*invocation).cmdCheck) },
+		GC:     func(a *skel.CmdArgs) error { return runVerb(a, spec.CmdGC, (*invocation).cmdGC) },
+		Status: func(a *skel.CmdArgs) error { return runVerb(a, spec.CmdStatus, (*invocation).cmdStatus) },
 		About:  "multinet: CNI delegating plugin (multi-net spec v1.3); see multinet/README.md",
 	}
+}
+
+// runVerb runs one verb: it logs the verb's one line (logVerb) and gives
+// the error returned to the runtime its only context prefix (verbError).
+func runVerb(a *skel.CmdArgs, verb string, f func(*invocation) error) error {
+	inv, done, err := newInvocation(a)
+	if err != nil {
+		return verbError(a, verb, err)
+	}
+	defer done()
+	err = f(inv)
+	inv.logVerb(verb, err)
+	return verbError(a, verb, err)
+}
+
+// verbError is the one place where an error returned to the runtime gets
+// its context: "multinet: pod <ns>/<name>: <VERB> failed: <what failed>"
+// (the container ID stands in for the pod when CNI_ARGS do not name one).
+// Messages made below it say what failed and never who or which plugin,
+// so that no wrapping repeats this prefix.
+func verbError(a *skel.CmdArgs, verb string, err error) error {
+	if err == nil {
+		return nil
+	}
+	ce := spec.AsError(err, spec.ErrInternal)
+	who := ""
+	if verb != spec.CmdGC && verb != spec.CmdStatus {
+		pairs, _ := spec.ParseCNIArgs(a.Args)
+		p := podArgsOf(pairs)
+		switch {
+		case p.Namespace != "" && p.Name != "":
+			who = "pod " + p.ref() + ": "
+		case a.ContainerID != "":
+			who = "container " + a.ContainerID + ": "
+		}
+	}
+	return &spec.Error{Code: ce.Code, Msg: "multinet: " + who + verb + " failed: " + ce.Msg, Details: ce.Details}
 }
 
 // podArgs are the Kubernetes CNI_ARGS a CRI runtime sets.
 type podArgs struct {
 	Namespace, Name, UID, InfraID string
+}
+
+func podArgsOf(pairs [][2]string) podArgs {
+	var p podArgs
+	for _, kv := range pairs {
+		switch kv[0] {
+		case "K8S_POD_NAMESPACE":
+			p.Namespace = kv[1]
+		case "K8S_POD_NAME":
+			p.Name = kv[1]
+		case "K8S_POD_UID":
+			p.UID = kv[1]
+		case "K8S_POD_INFRA_CONTAINER_ID":
+			p.InfraID = kv[1]
+		}
+	}
+	return p
 }
 
 func (p podArgs) ref() string { return p.Namespace + "/" + p.Name }
@@ -53,6 +114,8 @@ type invocation struct {
 	writer chan *statusWriter
 	// delegateTime sums the delegate chains' run times (for the benchmark).
 	delegateTime time.Duration
+	// summary is what the verb's log line reports (logVerb).
+	summary verbSummary
 }
 
 // processStart approximates the process start (package init time).
@@ -74,19 +137,7 @@ func newInvocation(a *skel.CmdArgs) (*invocation, func(), error) {
 		closeLog()
 		return nil, nil, err
 	}
-	inv.rargs = pairs
-	for _, kv := range pairs {
-		switch kv[0] {
-		case "K8S_POD_NAMESPACE":
-			inv.pod.Namespace = kv[1]
-		case "K8S_POD_NAME":
-			inv.pod.Name = kv[1]
-		case "K8S_POD_UID":
-			inv.pod.UID = kv[1]
-		case "K8S_POD_INFRA_CONTAINER_ID":
-			inv.pod.InfraID = kv[1]
-		}
-	}
+	inv.rargs, inv.pod = pairs, podArgsOf(pairs)
 	var path []string
 	if cfg.BinDir != "" {
 		path = append(path, cfg.BinDir)
@@ -120,7 +171,7 @@ func (inv *invocation) kube() (*kube.Client, error) {
 		inv.client, err = kube.New(kc, inv.cfg.apiTimeout())
 	}
 	if err != nil {
-		inv.clientErr = spec.Errorf(spec.ErrInvalidNetworkConfig, "multinet: Kubernetes API client: %v", err)
+		inv.clientErr = spec.Errorf(spec.ErrInvalidNetworkConfig, "Kubernetes API client: %v", err)
 	}
 	return inv.client, inv.clientErr
 }
@@ -145,11 +196,11 @@ func (inv *invocation) waitReady(ctx context.Context) error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return spec.Errorf(spec.ErrTryAgainLater, "multinet: the cluster network is not ready: readiness indicator file %s does not exist after %v", f, inv.cfg.readinessTimeout())
+			return spec.Errorf(spec.ErrTryAgainLater, "the cluster network is not ready: readiness indicator file %s does not exist after %v", f, inv.cfg.readinessTimeout())
 		}
 		select {
 		case <-ctx.Done():
-			return spec.Errorf(spec.ErrTryAgainLater, "multinet: waiting for readiness indicator file %s: %v", f, ctx.Err())
+			return spec.Errorf(spec.ErrTryAgainLater, "waiting for readiness indicator file %s: %v", f, ctx.Err())
 		case <-time.After(100 * time.Millisecond):
 		}
 	}

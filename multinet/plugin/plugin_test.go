@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/patchbay-cni/patchbay/skel"
 	"github.com/patchbay-cni/patchbay/spec"
 )
 
@@ -180,5 +181,31 @@ func TestClusterFromDisk(t *testing.T) {
 	}
 	if _, onDisk, err := clusterFromDisk(&Config{ClusterNetwork: filepath.Join(dir, "missing.conf")}); !onDisk || spec.AsError(err, 0).Code != spec.ErrTryAgainLater {
 		t.Errorf("missing path: %v %v", onDisk, err)
+	}
+}
+
+// verbError gives every error one "multinet: <who>: <VERB> failed: "
+// prefix and keeps the CNI code.
+func TestVerbError(t *testing.T) {
+	a := &skel.CmdArgs{ContainerID: "c1", Args: "IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=x"}
+	cases := []struct {
+		verb string
+		args string
+		want string
+	}{
+		{spec.CmdAdd, a.Args, "multinet: pod default/x: ADD failed: invalid annotation"},
+		{spec.CmdDel, "", "multinet: container c1: DEL failed: invalid annotation"},
+		{spec.CmdGC, a.Args, "multinet: GC failed: invalid annotation"},
+	}
+	for _, c := range cases {
+		b := *a
+		b.Args = c.args
+		ce := spec.AsError(verbError(&b, c.verb, spec.Errorf(spec.ErrInvalidNetworkConfig, "invalid annotation")), 0)
+		if ce.Msg != c.want || ce.Code != spec.ErrInvalidNetworkConfig {
+			t.Errorf("%s: %d %q, want %d %q", c.verb, ce.Code, ce.Msg, spec.ErrInvalidNetworkConfig, c.want)
+		}
+	}
+	if verbError(a, spec.CmdAdd, nil) != nil {
+		t.Error("no error became one")
 	}
 }

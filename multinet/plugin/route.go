@@ -28,7 +28,7 @@ func (inv *invocation) applyDefaultRoute(plan *Plan, _ []*spec.Result) error {
 		return nil
 	}
 	if err := replaceDefaultRoutes(inv.args.Netns, att.IfName, att.DefaultRoute); err != nil {
-		return spec.Errorf(spec.ErrInternal, "multinet: default-route of %s: %v", describe(att), err)
+		return spec.Errorf(spec.ErrInternal, "default-route of %s: %v", describe(att), err)
 	}
 	return nil
 }

@@ -4,12 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/patchbay-cni/patchbay/runtime"
-	"github.com/patchbay-cni/patchbay/skel"
 	"github.com/patchbay-cni/patchbay/spec"
 )
 
@@ -18,13 +19,8 @@ import (
 // no usable plan (never added, already deleted, or a corrupt file) it does
 // what it can from the delegates' result cache and the cluster network's
 // on-disk configuration, and succeeds.
-func cmdDel(a *skel.CmdArgs) error {
-	inv, done, err := newInvocation(a)
-	if err != nil {
-		return err
-	}
-	defer done()
-	ctx := inv.ctx()
+func (inv *invocation) cmdDel() error {
+	a, ctx := inv.args, inv.ctx()
 	lock, err := inv.lockContainer(ctx)
 	if err != nil {
 		return err
@@ -34,12 +30,15 @@ func cmdDel(a *skel.CmdArgs) error {
 		if perr != nil {
 			inv.log.Warn("DEL: the cache is unusable, deleting what can be found", "container", a.ContainerID, "error", perr)
 		}
+		inv.summary.attrs = append(inv.summary.attrs, "plan", "none")
 		inv.delFallback(ctx, nil)
 		removePlan(inv.cfg.CNIDir, a.ContainerID)
 		lock.unlock(true)
 		return nil
 	}
-	cleared := inv.clearStatus(ctx, plan)
+	results := inv.cachedResults(plan)
+	inv.summary = verbSummary{atts: plan.Attachments, results: results}
+	cleared := inv.clearStatus(ctx, plan, results)
 	err = inv.delPlan(ctx, plan)
 	cleared()
 	if err != nil {
@@ -49,6 +48,25 @@ func cmdDel(a *skel.CmdArgs) error {
 	removePlan(inv.cfg.CNIDir, a.ContainerID)
 	lock.unlock(true)
 	return nil
+}
+
+// cachedResults are the delegates' cached results of the plan's
+// attachments (nil where there is none: that ADD did not complete). They
+// are read only when something uses them: the status removal, or the
+// verb's log line.
+func (inv *invocation) cachedResults(plan *Plan) []*spec.Result {
+	needed := plan.PodName != "" && plan.PodNamespace != "" && plan.PodUID != "" ||
+		inv.log.Enabled(context.Background(), slog.LevelInfo)
+	if !needed {
+		return nil
+	}
+	results := make([]*spec.Result, len(plan.Attachments))
+	for i, att := range plan.Attachments {
+		if list, err := att.List(); err == nil {
+			results[i], _ = inv.cni.GetCachedResult(list, inv.rt(att))
+		}
+	}
+	return results
 }
 
 // statusClearTimeout bounds DEL's wait for the status clear: an
@@ -65,20 +83,13 @@ const statusClearTimeout = 2 * time.Second
 // status or a re-created pod is never touched. It runs while the
 // delegates are deleted; the returned function waits for it (at most
 // statusClearTimeout). Failures are only logged: DEL never fails on them.
-func (inv *invocation) clearStatus(ctx context.Context, plan *Plan) func() {
-	if plan.PodName == "" || plan.PodNamespace == "" || plan.PodUID == "" {
+// results are cachedResults(plan).
+func (inv *invocation) clearStatus(ctx context.Context, plan *Plan, results []*spec.Result) func() {
+	if plan.PodName == "" || plan.PodNamespace == "" || plan.PodUID == "" || len(results) != len(plan.Attachments) {
 		return func() {}
 	}
-	results := make([]*spec.Result, len(plan.Attachments))
-	for i, att := range plan.Attachments {
-		list, err := att.List()
-		if err != nil {
-			return func() {}
-		}
-		rt := inv.rt(att)
-		if results[i], err = inv.cni.GetCachedResult(list, rt); err != nil || results[i] == nil {
-			return func() {} // ADD did not complete: it wrote no status
-		}
+	if slices.Contains(results, nil) {
+		return func() {} // ADD did not complete: it wrote no status
 	}
 	value, err := statusValue(plan, results)
 	if err != nil {
@@ -133,7 +144,7 @@ func (inv *invocation) delPlan(ctx context.Context, plan *Plan) error {
 		inv.delFallback(ctx, broken)
 	}
 	if len(errs) > 0 {
-		return joinErrors(fmt.Sprintf("multinet: DEL of container %s: %d attachment(s) failed: ", plan.ContainerID, len(errs)), errs)
+		return joinErrors(fmt.Sprintf("%d attachment(s) could not be deleted: ", len(errs)), errs)
 	}
 	return nil
 }
@@ -183,13 +194,8 @@ func (inv *invocation) delFallback(ctx context.Context, only []*Attachment) {
 }
 
 // cmdCheck runs CHECK through every attachment's delegates.
-func cmdCheck(a *skel.CmdArgs) error {
-	inv, done, err := newInvocation(a)
-	if err != nil {
-		return err
-	}
-	defer done()
-	ctx := inv.ctx()
+func (inv *invocation) cmdCheck() error {
+	a, ctx := inv.args, inv.ctx()
 	lock, err := inv.lockContainer(ctx)
 	if err != nil {
 		return err
@@ -197,11 +203,12 @@ func cmdCheck(a *skel.CmdArgs) error {
 	defer lock.unlock(false)
 	plan, err := readPlan(inv.cfg.CNIDir, a.ContainerID)
 	if err != nil {
-		return spec.Errorf(spec.ErrIOFailure, "multinet: CHECK: %v", err)
+		return spec.Errorf(spec.ErrIOFailure, "%v", err)
 	}
 	if plan == nil {
-		return spec.Errorf(spec.ErrUnknownContainer, "multinet: CHECK: container %s has no attachments (never added, or deleted)", a.ContainerID)
+		return spec.Errorf(spec.ErrUnknownContainer, "container %s has no attachments (never added, or deleted)", a.ContainerID)
 	}
+	inv.summary = verbSummary{atts: plan.Attachments, results: inv.cachedResults(plan)}
 	var errs []error
 	for _, att := range plan.Attachments {
 		list, err := att.List()
@@ -212,7 +219,7 @@ func cmdCheck(a *skel.CmdArgs) error {
 			errs = append(errs, fmt.Errorf("%s: %w", describe(att), err))
 		}
 	}
-	return joinErrors("multinet: CHECK failed: ", errs)
+	return joinErrors("", errs)
 }
 
 // networkSet collects distinct networks (by name) with their valid
@@ -241,23 +248,19 @@ func (s *networkSet) add(l *spec.ConfList, att *spec.Attachment) {
 // DELeted; then every delegate network (the cluster network, every
 // network of a live plan and every network in the result cache) gets GC
 // with the attachments the live plans hold on it.
-func cmdGC(a *skel.CmdArgs) error {
-	inv, done, err := newInvocation(a)
-	if err != nil {
-		return err
-	}
-	defer done()
-	ctx := inv.ctx()
+func (inv *invocation) cmdGC() error {
+	a, ctx := inv.args, inv.ctx()
 	valid := map[string]bool{}
 	for _, at := range a.Conf.Attachments() {
 		valid[at.ContainerID] = true
 	}
 	ids, err := listPlans(inv.cfg.CNIDir)
 	if err != nil {
-		return spec.Errorf(spec.ErrIOFailure, "multinet: GC: %v", err)
+		return spec.Errorf(spec.ErrIOFailure, "%v", err)
 	}
 	var errs []error
 	var nets networkSet
+	var deleted []string
 	for _, id := range ids {
 		if spec.ValidateContainerID(id) != nil {
 			continue
@@ -286,8 +289,9 @@ func cmdGC(a *skel.CmdArgs) error {
 			if err == nil {
 				removePlan(inv.cfg.CNIDir, id)
 				lock.unlock(true)
+				deleted = append(deleted, id)
 			} else {
-				errs = append(errs, fmt.Errorf("GC: DEL of stale container %s: %w", id, err))
+				errs = append(errs, fmt.Errorf("DEL of stale container %s: %w", id, err))
 				lock.unlock(false)
 			}
 			continue
@@ -314,34 +318,30 @@ func cmdGC(a *skel.CmdArgs) error {
 			nets.add(l, nil)
 		}
 	}
+	inv.summary.attrs = []any{"deleted", strings.Join(deleted, ","), "networks", strings.Join(nets.order, ",")}
 	for _, name := range nets.order {
 		if err := inv.cni.GCNetworkList(ctx, nets.lists[name], nets.valid[name]); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	return joinErrors("multinet: GC: ", errs)
+	return joinErrors("", errs)
 }
 
 // cmdStatus: not ready without the readiness indicator file (code 50);
 // otherwise STATUS of the cluster network and every network of the
 // cached plans, the first failure returned.
-func cmdStatus(a *skel.CmdArgs) error {
-	inv, done, err := newInvocation(a)
-	if err != nil {
-		return err
-	}
-	defer done()
+func (inv *invocation) cmdStatus() error {
 	ctx := inv.ctx()
 	if f := inv.cfg.ReadinessIndicatorFile; f != "" {
 		if _, err := os.Stat(f); err != nil {
-			return spec.Errorf(spec.ErrPluginNotAvailable, "multinet: the cluster network is not ready: readiness indicator file %s: %v", f, err)
+			return spec.Errorf(spec.ErrPluginNotAvailable, "the cluster network is not ready: readiness indicator file %s: %v", f, err)
 		}
 	}
 	var nets networkSet
 	l, onDisk, err := clusterFromDisk(inv.cfg)
 	switch {
 	case onDisk && err != nil:
-		return spec.Errorf(spec.ErrPluginNotAvailable, "multinet: the cluster network is not available: %v", err)
+		return spec.Errorf(spec.ErrPluginNotAvailable, "the cluster network is not available: %v", err)
 	case onDisk:
 		nets.add(l, nil)
 	}
@@ -357,6 +357,7 @@ func cmdStatus(a *skel.CmdArgs) error {
 			}
 		}
 	}
+	inv.summary.attrs = []any{"networks", strings.Join(nets.order, ",")}
 	for _, name := range nets.order {
 		if err := inv.cni.StatusNetworkList(ctx, nets.lists[name]); err != nil {
 			var pe *runtime.PluginError
