@@ -9,11 +9,13 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/patchbay-cni/patchbay/internal/atomicfile"
 	"github.com/patchbay-cni/patchbay/spec"
 )
 
 // containerLock serializes operations on one container across processes
-// (multi-net spec §7.3): an exclusive flock on <cniDir>/<containerID>.lock.
+// (multi-net spec §7.3): an exclusive flock on <cniDir>/<containerID>.lock
+// (a bounded name for a long ID, as planPath).
 type containerLock struct {
 	f    *os.File
 	path string
@@ -26,7 +28,7 @@ func lockContainer(ctx context.Context, cniDir, containerID string) (*containerL
 	if err := os.MkdirAll(cniDir, 0o700); err != nil {
 		return nil, err
 	}
-	path := filepath.Join(cniDir, containerID+".lock")
+	path := filepath.Join(cniDir, atomicfile.BoundedName(containerID, ".lock", containerID))
 	for {
 		f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
 		if err != nil {

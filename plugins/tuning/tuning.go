@@ -285,7 +285,7 @@ func del(a *skel.CmdArgs) error {
 	file := backupPath(n.DataDir, a.ContainerID, a.IfName)
 	s, found, err := readSaved(file)
 	if !found {
-		return nil
+		return removeSaved(file) // a killed ADD's temporary
 	}
 	if err != nil {
 		a.Log.Warn("dropping unreadable saved values", "error", err)
