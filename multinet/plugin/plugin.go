@@ -26,6 +26,9 @@ func Plugin() skel.Plugin {
 		GC:     cmdGC,
 		Status: cmdStatus,
 		About:  "multinet: CNI delegating plugin (multi-net spec v1.3); see multinet/README.md",
+		// Its delegates, run through the runtime library, take the
+		// attachment lock themselves; the container lock serialises multinet.
+		SkipAttachmentLock: true,
 	}
 }
 
