@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/patchbay-cni/patchbay/internal/atomicfile"
 	"github.com/patchbay-cni/patchbay/spec"
@@ -35,6 +36,9 @@ func backupPath(dataDir, containerID, ifName string) string {
 
 // readSaved returns the saved values; found is false when there is no file.
 func readSaved(path string) (s *saved, found bool, err error) {
+	if strings.ContainsRune(path, 0) {
+		return &saved{}, false, nil // a dataDir ADD refuses: nothing was saved
+	}
 	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return &saved{}, false, nil
@@ -70,6 +74,9 @@ func writeSaved(path string, s *saved) error {
 // removeSaved deletes the file and the temporary a killed writeSaved may
 // have left; missing ones are fine.
 func removeSaved(path string) error {
+	if strings.ContainsRune(path, 0) {
+		return nil // see readSaved
+	}
 	if err := atomicfile.Remove(path); err != nil {
 		return spec.Errorf(spec.ErrIOFailure, "remove saved values: %v", err)
 	}
