@@ -3,7 +3,6 @@ package plugin
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 
 	"github.com/patchbay-cni/patchbay/internal/atomicfile"
@@ -19,9 +18,6 @@ type containerLock struct{ l *lockfile.Lock }
 // lockContainer waits for the lock until ctx ends. The file may be removed
 // by a DEL holding the lock; a waiter then locks the new file.
 func lockContainer(ctx context.Context, cniDir, containerID string) (*containerLock, error) {
-	if err := os.MkdirAll(cniDir, 0o700); err != nil {
-		return nil, err
-	}
 	l, err := lockfile.Acquire(ctx, filepath.Join(cniDir, atomicfile.BoundedName(containerID, ".lock", containerID)))
 	if err != nil {
 		return nil, fmt.Errorf("container %s: %w", containerID, err)
