@@ -64,54 +64,20 @@ const (
 )
 
 type world struct {
-	t                  *testing.T
-	c                  Case
-	bin, dir, network  string
-	host, hostPath     string
-	cont, contPath     string
-	env                []string
-	gc                 bool // the version has GC
-	lockPrefix, confDi string
+	t                 *testing.T
+	c                 Case
+	bin, dir, network string
+	host, hostPath    string
+	cont, contPath    string
+	env               []string
+	gc                bool // the version has GC
+	confDir           string
 }
 
 // Run crashes c's ADD at every step and checks what DEL (and GC) leave.
 func Run(t *testing.T, c Case) {
-	testutil.RequireRoot(t)
-	w := &world{t: t, c: c, bin: testutil.OurBin(t), dir: t.TempDir()}
-	w.host, w.hostPath = testutil.NewNS(t, "crh")
-	w.cont, w.contPath = testutil.NewNS(t, "crc")
-	conf := strings.ReplaceAll(c.Conflist, "{{DIR}}", w.dir)
-	list, err := spec.ParseConfList([]byte(conf))
-	if err != nil {
-		t.Fatalf("case %s: %v", c.Name, err)
-	}
-	w.network, w.gc = list.Name, spec.VerbSupported(list.Version(), spec.CmdGC)
-	w.confDi = filepath.Join(w.dir, "net.d")
-	if err := os.MkdirAll(w.confDi, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(w.confDi, "10-crash.conflist"), []byte(conf), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	w.env = []string{"PATH=" + os.Getenv("PATH"), "NETCONFPATH=" + w.confDi, "CNI_PATH=" + w.bin,
-		"CNI_CACHE_DIR=" + filepath.Join(w.dir, "cache"), "CNI_CONTAINERID=" + containerID, "CNI_IFNAME=" + ifName}
-	if c.CapArgs != "" {
-		w.env = append(w.env, "CAP_ARGS="+c.CapArgs)
-	}
-
-	before, sysBefore := w.snapshot(), w.sysctls()
-	// A clean ADD and DEL: what they leave (a bridge, IPAM's lock file...)
-	// may be left after a crash too.
-	if out, err := w.patchbay("add"); err != nil {
-		t.Fatalf("clean ADD: %v: %s", err, out)
-	}
-	if out, _ := testutil.InNS(t, w.cont, "ip", "-o", "link", "show", ifName); !strings.Contains(out, ifName) {
-		t.Fatalf("clean ADD made no %s in the container", ifName)
-	}
-	w.teardown("clean ADD", nil, nil)
-	allowed := union(before, w.snapshot())
-	w.check("clean ADD, DEL and GC", allowed, sysBefore)
-
+	w := setup(t, c)
+	allowed, sysBefore := w.baseline()
 	kills := map[string]int{}
 	failures := 0
 	for n := 1; ; n++ {
@@ -142,6 +108,52 @@ func Run(t *testing.T, c Case) {
 	if len(kills) < 2 {
 		t.Errorf("kills hit only %v: want both patchbay and plugins", kills)
 	}
+}
+
+// setup makes the namespaces, the state directory with the network's
+// configuration in it, and the runtime's environment.
+func setup(t *testing.T, c Case) *world {
+	testutil.RequireRoot(t)
+	w := &world{t: t, c: c, bin: testutil.OurBin(t), dir: t.TempDir()}
+	w.host, w.hostPath = testutil.NewNS(t, "crh")
+	w.cont, w.contPath = testutil.NewNS(t, "crc")
+	conf := strings.ReplaceAll(c.Conflist, "{{DIR}}", w.dir)
+	list, err := spec.ParseConfList([]byte(conf))
+	if err != nil {
+		t.Fatalf("case %s: %v", c.Name, err)
+	}
+	w.network, w.gc = list.Name, spec.VerbSupported(list.Version(), spec.CmdGC)
+	w.confDir = filepath.Join(w.dir, "net.d")
+	if err := os.MkdirAll(w.confDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(w.confDir, "10-crash.conflist"), []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	w.env = []string{"PATH=" + os.Getenv("PATH"), "NETCONFPATH=" + w.confDir, "CNI_PATH=" + w.bin,
+		"CNI_CACHE_DIR=" + filepath.Join(w.dir, "cache"), "CNI_CONTAINERID=" + containerID, "CNI_IFNAME=" + ifName}
+	if c.CapArgs != "" {
+		w.env = append(w.env, "CAP_ARGS="+c.CapArgs)
+	}
+	return w
+}
+
+// baseline runs a clean ADD and DEL (and GC): what they leave (a bridge,
+// IPAM's lock file...) may be left after a crash too. It returns what may
+// remain and the sysctls' values before.
+func (w *world) baseline() (allowed map[string]int, sysBefore map[string]string) {
+	t := w.t
+	before, sysBefore := w.snapshot(), w.sysctls()
+	if out, err := w.patchbay("add"); err != nil {
+		t.Fatalf("clean ADD: %v: %s", err, out)
+	}
+	if out, _ := testutil.InNS(t, w.cont, "ip", "-o", "link", "show", ifName); !strings.Contains(out, ifName) {
+		t.Fatalf("clean ADD made no %s in the container", ifName)
+	}
+	w.teardown("clean ADD", nil, nil)
+	allowed = union(before, w.snapshot())
+	w.check("clean ADD, DEL and GC", allowed, sysBefore)
+	return allowed, sysBefore
 }
 
 // teardown sends DEL, then GC where the version has it; false if
@@ -279,7 +291,7 @@ func (w *world) snapshot() map[string]int {
 		}
 	}
 	filepath.WalkDir(w.dir, func(p string, d os.DirEntry, err error) error {
-		if err == nil && !d.IsDir() && !strings.HasPrefix(p, w.confDi) {
+		if err == nil && !d.IsDir() && !strings.HasPrefix(p, w.confDir) {
 			rel, _ := filepath.Rel(w.dir, p)
 			s["file "+rel]++
 		}
