@@ -164,3 +164,18 @@ func TestMessagesNameKeysAndDelegates(t *testing.T) {
 	wantError(t, o, 123, "1.0.0", "selfipam: self asked to fail")
 	takeSelfCalls()
 }
+
+// dns strings reach resolv.conf through runtimes: a newline is refused
+// (code 7 naming the entry); DEL goes on regardless.
+func TestDNSControlCharacters(t *testing.T) {
+	useLockDir(t)
+	var last *CmdArgs
+	conf := `{"cniVersion":"1.0.0","name":"net","type":"ok","dns":{"nameservers":["10.0.0.1"],"search":["a.example\nnameserver 6.6.6.6"]}}`
+	wantError(t, runPlugin(t, okPlugin(&last), env("ADD"), conf), 7, "1.0.0", "dns.search[0]", "newline")
+	if o := runPlugin(t, okPlugin(&last), env("DEL"), conf); o.code != 0 {
+		t.Errorf("DEL: %+v", o)
+	}
+	if o := runPlugin(t, okPlugin(&last), env("ADD"), `{"cniVersion":"1.0.0","name":"net","type":"ok","dns":{"domain":"exämple.org","options":["ndots:5"]}}`); o.code != 0 {
+		t.Errorf("plain values refused: %+v", o)
+	}
+}

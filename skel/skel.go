@@ -44,6 +44,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/patchbay-cni/patchbay/internal/confcheck"
 	"github.com/patchbay-cni/patchbay/spec"
 )
 
@@ -281,6 +282,11 @@ func newCmdArgs(ctx context.Context, p Plugin, env Env, data []byte, log *slog.L
 	// not found, and an ADD with this config cannot have run it.
 	if conf.IPAM.Type != "" && !bestEffort {
 		if err := spec.ValidatePluginType("ipam.type", conf.IPAM.Type); err != nil {
+			return nil, version, err
+		}
+	}
+	if !bestEffort {
+		if err := confcheck.DNS("dns", conf.DNS); err != nil {
 			return nil, version, err
 		}
 	}

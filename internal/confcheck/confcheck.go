@@ -85,3 +85,28 @@ func describe(c byte) string {
 	}
 	return fmt.Sprintf("the non-ASCII byte 0x%02x", c)
 }
+
+// DNS refuses control characters in a dns dictionary's strings: they go
+// into results, from which runtimes write resolv.conf, where a newline
+// would add lines of its own. key is the dictionary's path ("dns",
+// "ipam.dns").
+func DNS(key string, d spec.DNS) error {
+	lists := []struct {
+		name string
+		vals []string
+	}{{"nameservers", d.Nameservers}, {"domain", []string{d.Domain}}, {"search", d.Search}, {"options", d.Options}}
+	for _, l := range lists {
+		for i, v := range l.vals {
+			for _, c := range v {
+				if c < 0x20 || c == 0x7f {
+					field := fmt.Sprintf("%s.%s[%d]", key, l.name, i)
+					if l.name == "domain" {
+						field = key + ".domain"
+					}
+					return spec.Errorf(spec.ErrInvalidNetworkConfig, "%s %q is invalid: contains %s", field, v, describe(byte(c)))
+				}
+			}
+		}
+	}
+	return nil
+}

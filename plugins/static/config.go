@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"strings"
 
+	"github.com/patchbay-cni/patchbay/internal/confcheck"
 	"github.com/patchbay-cni/patchbay/skel"
 	"github.com/patchbay-cni/patchbay/spec"
 )
@@ -76,6 +77,9 @@ func load(a *skel.CmdArgs) (*loaded, error) {
 	}
 	if n.IPAM == nil {
 		return nil, spec.Errorf(spec.ErrInvalidNetworkConfig, "missing required key \"ipam\"")
+	}
+	if err := confcheck.DNS("ipam.dns", n.IPAM.DNS); err != nil {
+		return nil, err
 	}
 	l := &loaded{dns: n.IPAM.DNS}
 	for i, ra := range n.IPAM.Addresses {

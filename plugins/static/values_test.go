@@ -40,3 +40,15 @@ func TestRouteValuesInKernelRange(t *testing.T) {
 		t.Errorf("largest values: %v", err)
 	}
 }
+
+func TestDNSControlCharacters(t *testing.T) {
+	conf := `{"cniVersion":"1.1.0","name":"n","ipam":{"type":"static","dns":{"nameservers":["8.8.8.8\nnameserver 6.6.6.6"]}}}`
+	a, err := skel.NewCmdArgs(Plugin(), skel.Env{"CNI_COMMAND": "ADD", "CNI_CONTAINERID": "c", "CNI_NETNS": "/x", "CNI_IFNAME": "eth0", "CNI_PATH": "/x"}, []byte(conf))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = load(a)
+	if e := spec.AsError(err, 0); e == nil || e.Code != 7 || !strings.Contains(e.Msg, "ipam.dns.nameservers[0]") {
+		t.Errorf("newline in a nameserver: %v", err)
+	}
+}
