@@ -1,20 +1,5 @@
 //go:build linux && amd64
 
-// Package crashtest checks crash consistency systematically: it runs a
-// network's ADD through `patchbay add` under a tracer, SIGKILLs whichever
-// process (patchbay or a plugin) makes the N-th state-changing system call
-// (file creation, write, link, rename, removal, metadata change, netlink or
-// nftables message) before that call runs, for N = 1, 2, ... until the ADD
-// completes; after each kill it sends the DEL a runtime sends (then GC for
-// a 1.1.0 network) and checks that nothing is left: every link, address,
-// route, nftables rule, file under the state directories and attachment
-// lock must be one that a clean ADD+DEL leaves too (a bridge, the IPAM
-// lock file), and the container's sysctls must hold their old values.
-//
-// Each plugin adds one Case (see crash_test.go). The tracer is our own (see
-// trace.go) rather than strace's inject=...:when=N: strace counts per
-// thread and per system call, and Go spreads a process's calls over its
-// threads, so N would not name one step of the ADD.
 package crashtest
 
 import (
