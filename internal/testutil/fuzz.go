@@ -10,6 +10,27 @@ import (
 	"github.com/patchbay-cni/patchbay/spec"
 )
 
+// FuzzConfig is a plugin's configuration fuzzer: seeds are (config,
+// CNI_ARGS) pairs; each input goes through skel's parsing (FuzzArgs), then
+// load, the plugin's own validation; a refusal must pass ConfigError, and
+// what load accepts goes to check (nil: nothing more to check).
+func FuzzConfig[T any](f *testing.F, p skel.Plugin, seeds [][2]string, load func(*skel.CmdArgs) (T, error), check func(*testing.T, T)) {
+	for _, s := range seeds {
+		f.Add(uint8(0), []byte(s[0]), s[1])
+	}
+	f.Fuzz(func(t *testing.T, verb uint8, conf []byte, cniArgs string) {
+		a := FuzzArgs(t, p, verb, conf, cniArgs)
+		if a == nil || load == nil {
+			return
+		}
+		c, err := load(a)
+		ConfigError(t, p.Type, err)
+		if err == nil && check != nil {
+			check(t, c)
+		}
+	})
+}
+
 // FuzzArgs builds what a plugin's verb receives for a fuzzed config and
 // CNI_ARGS (verb picks ADD, CHECK or DEL), through skel exactly as a real
 // invocation: nil when skel itself refuses the input, after checking that

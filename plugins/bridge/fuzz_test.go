@@ -13,7 +13,7 @@ import (
 // CNI_ARGS: refusals are configuration errors naming no plugin; what is
 // accepted is in the kernel's ranges.
 func FuzzConfig(f *testing.F) {
-	for _, s := range []struct{ conf, args string }{
+	testutil.FuzzConfig(f, Plugin(), [][2]string{
 		{`{"cniVersion":"1.1.0","name":"n","type":"bridge","bridge":"cni0","isGateway":true,"ipMasq":true,"ipMasqBackend":"nftables","mtu":1400,
 		  "hairpinMode":true,"vlan":100,"vlanTrunk":[{"id":5},{"minID":10,"maxID":20}],"macspoofchk":true,"ipam":{"type":"host-local","subnet":"10.1.0.0/16"}}`, ""},
 		{`{"cniVersion":"1.0.0","name":"n","bridge":"br-x","runtimeConfig":{"mac":"0a:58:0a:01:00:05"},"args":{"cni":{"mac":"02:00:00:00:00:02"}}}`, "MAC=02:00:00:00:00:01"},
@@ -21,19 +21,7 @@ func FuzzConfig(f *testing.F) {
 		{`{"cniVersion":"1.0.0","name":"n","runtimeConfig":{"mac":"ff:ff:ff:ff:ff:ff"},"ipam":{"type":"../x"}}`, ""},
 		{`{"cniVersion":"1.0.0","name":"n","disableContainerInterface":true,"ipam":{"type":"static"},"hairpinMode":true,"promiscMode":true}`, ""},
 		{`{}`, ""},
-	} {
-		f.Add(uint8(0), []byte(s.conf), s.args)
-	}
-	f.Fuzz(func(t *testing.T, verb uint8, conf []byte, cniArgs string) {
-		a := testutil.FuzzArgs(t, Plugin(), verb, conf, cniArgs)
-		if a == nil {
-			return
-		}
-		c, err := load(a)
-		testutil.ConfigError(t, "bridge", err)
-		if err != nil {
-			return
-		}
+	}, load, func(t *testing.T, c *Config) {
 		if c.MTU != 0 && (c.MTU < 68 || c.MTU > 65535) || c.Vlan < 0 || c.Vlan > 4094 {
 			t.Fatalf("accepted mtu %d vlan %d", c.MTU, c.Vlan)
 		}

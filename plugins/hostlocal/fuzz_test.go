@@ -12,7 +12,7 @@ import (
 // each requested address in its own range set. `go test` runs the seeds;
 // `go test -fuzz FuzzConfig ./plugins/hostlocal` explores.
 func FuzzConfig(f *testing.F) {
-	for _, s := range []struct{ conf, args string }{
+	testutil.FuzzConfig(f, Plugin(), [][2]string{
 		{testConf("/tmp/d", `"subnet":"10.1.0.0/24"`), ""},
 		{testConf("/tmp/d", `"ranges":[[{"subnet":"10.5.0.0/24","rangeStart":"10.5.0.10","rangeEnd":"10.5.0.20","gateway":"10.5.0.1"}],[{"subnet":"2001:db8:5::/64"}]]`), "IP=10.5.0.11"},
 		{testConf("/tmp/d", `"subnet":"10.5.0.0/24","routes":[{"dst":"0.0.0.0/0","gw":"10.5.0.1","table":100,"priority":10}]`, `"runtimeConfig":{"ips":["10.5.0.9/24"]}`), "IgnoreUnknown=1;IP=10.5.0.9"},
@@ -23,19 +23,7 @@ func FuzzConfig(f *testing.F) {
 		{`{"cniVersion":"1.1.0","name":"n","ipam":{"routes":[{"dst":"10.0.0.0/8","table":4294967396}]}}`, "IP=1.2.3.4,bogus"},
 		{`{"cniVersion":"1.1.0","name":"n","ipam":{"dataDir":"a\u0000b","subnet":"10.0.0.0/24"}}`, ""},
 		{`{}`, ""}, {`null`, ""},
-	} {
-		f.Add(uint8(0), []byte(s.conf), s.args)
-	}
-	f.Fuzz(func(t *testing.T, verb uint8, conf []byte, cniArgs string) {
-		a := testutil.FuzzArgs(t, Plugin(), verb, conf, cniArgs)
-		if a == nil {
-			return
-		}
-		c, err := loadConfig(a)
-		testutil.ConfigError(t, "host-local", err)
-		if err != nil {
-			return
-		}
+	}, loadConfig, func(t *testing.T, c *config) {
 		if len(c.Sets) == 0 {
 			t.Fatal("accepted a config without range sets")
 		}

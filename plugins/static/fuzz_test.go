@@ -10,7 +10,7 @@ import (
 // CNI_ARGS: refusals are configuration errors naming no plugin; what is
 // accepted holds valid addresses and routes the kernel takes as given.
 func FuzzConfig(f *testing.F) {
-	for _, s := range []struct{ conf, args string }{
+	testutil.FuzzConfig(f, Plugin(), [][2]string{
 		{`{"cniVersion":"1.1.0","name":"n","ipam":{"type":"static","addresses":[{"address":"10.10.0.1/24","gateway":"10.10.0.254"},{"address":"3ffe:ffff:0:01ff::1/64"}],
 		  "routes":[{"dst":"0.0.0.0/0"},{"dst":"192.168.0.0/16","gw":"10.10.5.1","mtu":1400,"advmss":1360,"priority":5,"table":100,"scope":0}],"dns":{"nameservers":["8.8.8.8"]}}}`, ""},
 		{`{"cniVersion":"0.2.0","name":"n","ipam":{"type":"static"}}`, "IP=10.0.0.5/24,10.0.0.6/24;GATEWAY=10.0.0.1"},
@@ -18,19 +18,7 @@ func FuzzConfig(f *testing.F) {
 		{`{"cniVersion":"1.1.0","name":"n","ipam":{"routes":[{"dst":"10.0.0.0/8","table":4294967396,"scope":300}]}}`, ""},
 		{`{"cniVersion":"1.1.0","name":"n","ipam":{"addresses":[{"address":"10.0.0.1"}]}}`, "IP=x;GATEWAY=y"},
 		{`{}`, ""},
-	} {
-		f.Add(uint8(0), []byte(s.conf), s.args)
-	}
-	f.Fuzz(func(t *testing.T, verb uint8, conf []byte, cniArgs string) {
-		a := testutil.FuzzArgs(t, Plugin(), verb, conf, cniArgs)
-		if a == nil {
-			return
-		}
-		l, err := load(a)
-		testutil.ConfigError(t, "static", err)
-		if err != nil {
-			return
-		}
+	}, load, func(t *testing.T, l *loaded) {
 		for _, ip := range l.addrs {
 			if !ip.Address.IsValid() || ip.Address.Addr().Is4In6() || (ip.Gateway.IsValid() && ip.Gateway.Is4() != ip.Address.Addr().Is4()) {
 				t.Fatalf("accepted address %+v", ip)

@@ -13,7 +13,7 @@ import (
 // CNI_ARGS: refusals are configuration errors naming no plugin; what is
 // accepted stays in the kernel's ranges and below /proc/sys/net.
 func FuzzConfig(f *testing.F) {
-	for _, s := range []struct{ conf, args string }{
+	testutil.FuzzConfig(f, Plugin(), [][2]string{
 		{`{"cniVersion":"1.1.0","name":"n","type":"tuning","sysctl":{"net.ipv4.conf.IFNAME.arp_notify":"1","net/ipv4/ip_local_port_range":"20000 30000"},
 		  "mac":"c2:11:22:33:44:55","mtu":1400,"promisc":true,"allmulti":false,"txQLen":333,"dataDir":"/run/x"}`, ""},
 		{`{"cniVersion":"1.0.0","name":"n","runtimeConfig":{"mac":"02:00:00:00:00:01"},"args":{"cni":{"mtu":9000,"txQLen":4294967295,"sysctl":{"net.core.somaxconn":"5"}}}}`, "MAC=0a:58:0a:01:00:05"},
@@ -21,19 +21,7 @@ func FuzzConfig(f *testing.F) {
 		{`{"cniVersion":"1.1.0","name":"n","sysctl":{"net.core.somaxconn":"1\n2","../x":"1","net.ipv4.conf.eth1.forwarding":"1"}}`, ""},
 		{`{"cniVersion":"1.1.0","name":"n","sysctl":{"a":"1","a":"2"}}`, ""},
 		{`{}`, ""},
-	} {
-		f.Add(uint8(0), []byte(s.conf), s.args)
-	}
-	f.Fuzz(func(t *testing.T, verb uint8, conf []byte, cniArgs string) {
-		a := testutil.FuzzArgs(t, Plugin(), verb, conf, cniArgs)
-		if a == nil {
-			return
-		}
-		c, err := load(a)
-		testutil.ConfigError(t, "tuning", err)
-		if err != nil {
-			return
-		}
+	}, load, func(t *testing.T, c *config) {
 		if c.mtu < 0 || c.mtu > confcheck.MaxMTU || (c.txQLen != nil && (*c.txQLen < 0 || *c.txQLen > confcheck.MaxU32)) {
 			t.Fatalf("accepted mtu %d txQLen %v", c.mtu, c.txQLen)
 		}
