@@ -229,7 +229,7 @@ func check(a *skel.CmdArgs) error {
 		}
 	}
 	if idx < 0 {
-		return spec.Errorf(spec.ErrInternal, "ptp CHECK: prevResult has no interface %q in sandbox %q", a.IfName, a.Netns)
+		return spec.Errorf(spec.ErrInternal, "prevResult has no interface %q in sandbox %q", a.IfName, a.Netns)
 	}
 	cont, err := openContainer(a.Netns)
 	if err != nil {
@@ -238,19 +238,19 @@ func check(a *skel.CmdArgs) error {
 	defer cont.Close()
 	l, err := cont.LinkByName(a.IfName)
 	if err != nil {
-		return spec.Errorf(spec.ErrInternal, "ptp CHECK: interface %q not found in %s: %v", a.IfName, a.Netns, err)
+		return spec.Errorf(spec.ErrInternal, "interface %q not found in %s: %v", a.IfName, a.Netns, err)
 	}
 	if _, ok := l.(*netlink.Veth); !ok {
-		return spec.Errorf(spec.ErrInternal, "ptp CHECK: interface %q is not a veth", a.IfName)
+		return spec.Errorf(spec.ErrInternal, "interface %q is not a veth", a.IfName)
 	}
 	if m := prev.Interfaces[idx].Mac; m != "" && m != l.Attrs().HardwareAddr.String() {
-		return spec.Errorf(spec.ErrInternal, "ptp CHECK: interface %q MAC is %s, prevResult says %s", a.IfName, l.Attrs().HardwareAddr, m)
+		return spec.Errorf(spec.ErrInternal, "interface %q MAC is %s, prevResult says %s", a.IfName, l.Attrs().HardwareAddr, m)
 	}
 	if err := cont.CheckAddrs(l, prev.IPs, idx); err != nil {
-		return spec.Errorf(spec.ErrInternal, "ptp CHECK: %v", err)
+		return spec.Errorf(spec.ErrInternal, "%v", err)
 	}
 	if err := cont.CheckRoutes(prev.Routes); err != nil {
-		return spec.Errorf(spec.ErrInternal, "ptp CHECK: %v", err)
+		return spec.Errorf(spec.ErrInternal, "%v", err)
 	}
 	return nil
 }
