@@ -36,13 +36,18 @@ var cases = []Case{{
 	MinSteps: 30,
 }}
 
-// TestCrashConsistency kills each case's ADD at every state-changing step
-// (see the package doc) and checks what DEL and GC leave.
+// TestCrashConsistency kills each case's ADD, then its DEL, at every
+// state-changing step (see the package doc) and checks what the following
+// DEL and GC leave.
 func TestCrashConsistency(t *testing.T) {
 	for _, c := range cases {
-		t.Run(c.Name, func(t *testing.T) {
+		t.Run("ADD/"+c.Name, func(t *testing.T) {
 			t.Parallel()
 			Run(t, c)
+		})
+		t.Run("DEL/"+c.Name, func(t *testing.T) {
+			t.Parallel()
+			RunDel(t, c)
 		})
 	}
 }

@@ -60,29 +60,41 @@ type world struct {
 }
 
 // Run crashes c's ADD at every step and checks what DEL (and GC) leave.
-func Run(t *testing.T, c Case) {
+func Run(t *testing.T, c Case) { crash(t, c, spec.CmdAdd) }
+
+// RunDel crashes c's DEL at every step (after a clean ADD) and checks what
+// the DEL a runtime sends again (and GC) leave: DEL must be idempotent
+// across a crash too.
+func RunDel(t *testing.T, c Case) { crash(t, c, spec.CmdDel) }
+
+func crash(t *testing.T, c Case, verb string) {
 	w := setup(t, c)
 	allowed, sysBefore := w.baseline()
 	kills := map[string]int{}
 	failures := 0
 	for n := 1; ; n++ {
-		out, err := w.tracedAdd(n)
+		if verb == spec.CmdDel {
+			if out, err := w.patchbay("add"); err != nil {
+				t.Fatalf("ADD before the DEL to kill: %v: %s", err, out)
+			}
+		}
+		out, err := w.traced(verb, n)
 		if err != nil {
 			t.Fatalf("kill at step %d: %v", n, err)
 		}
 		if out.Killed == nil {
 			if !out.Status.Exited() || out.Status.ExitStatus() != 0 {
-				t.Errorf("the untouched ADD (%d steps) failed: %v", out.Steps, out.Status)
+				t.Errorf("the untouched %s (%d steps) failed: %v", verb, out.Steps, out.Status)
 			}
-			w.teardown("completed ADD", allowed, sysBefore)
-			if out.Steps < c.MinSteps {
+			w.teardown("completed "+verb, allowed, sysBefore)
+			if verb == spec.CmdAdd && out.Steps < c.MinSteps {
 				t.Errorf("the ADD has %d state-changing steps, want at least %d: is the tracer counting?", out.Steps, c.MinSteps)
 			}
-			t.Logf("%s: %d kill points; kills by process: %v", c.Name, n-1, kills)
+			t.Logf("%s: %s: %d kill points; kills by process: %v", c.Name, verb, n-1, kills)
 			break
 		}
 		kills[out.Killed.Comm]++
-		what := "ADD killed before " + out.Killed.String()
+		what := verb + " killed before " + out.Killed.String()
 		t.Log(what)
 		if !w.teardown(what, allowed, sysBefore) {
 			if failures++; failures >= maxFailures {
@@ -179,7 +191,8 @@ func (w *world) patchbay(verb string) (string, error) {
 	return string(out), err
 }
 
-func (w *world) tracedAdd(n int) (Outcome, error) {
+// traced runs `patchbay VERB` under the tracer, killing at step n.
+func (w *world) traced(verb string, n int) (Outcome, error) {
 	var out Outcome
 	err := netns.Do(w.hostPath, func() error {
 		devnull, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
@@ -187,7 +200,7 @@ func (w *world) tracedAdd(n int) (Outcome, error) {
 			return err
 		}
 		defer devnull.Close()
-		out, err = RunKillingAt([]string{filepath.Join(w.bin, "patchbay"), "add", w.network, w.contPath}, w.env, devnull, devnull, n, traceLimit)
+		out, err = RunKillingAt([]string{filepath.Join(w.bin, "patchbay"), strings.ToLower(verb), w.network, w.contPath}, w.env, devnull, devnull, n, traceLimit)
 		return err
 	})
 	return out, err

@@ -3,7 +3,8 @@
 // process (patchbay or a plugin) makes the N-th state-changing system call
 // (file creation, write, link, rename, removal, metadata change, netlink or
 // nftables message) before that call runs, for N = 1, 2, ... until the ADD
-// completes; after each kill it sends the DEL a runtime sends (then GC for
+// completes (then the same for DEL, after a clean ADD); after each kill it
+// sends the DEL a runtime sends (then GC for
 // a 1.1.0 network) and checks after each that nothing is left: every link, address,
 // route, nftables rule, file under the state directories and attachment
 // lock must be one that a clean ADD+DEL leaves too (a bridge, the IPAM
