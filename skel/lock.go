@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/patchbay-cni/patchbay/internal/atomicfile"
 	"github.com/patchbay-cni/patchbay/internal/lockfile"
 	"github.com/patchbay-cni/patchbay/spec"
@@ -55,8 +57,11 @@ func lockAttachment(a *CmdArgs) (release func(), err error) {
 	}
 	l, err := lockfile.TryLock(path)
 	if l == nil && err == nil {
-		holder := lockfile.Info(path)
-		if verb, pid, _ := strings.Cut(holder, " "); a.Command == spec.CmdAdd && verb == spec.CmdAdd {
+		// The holder records "VERB PID" just after locking: in that
+		// instant the file may still say what a killed holder wrote, so a
+		// dead PID does not count.
+		verb, pid, _ := strings.Cut(lockfile.Info(path), " ")
+		if n, err := strconv.Atoi(pid); a.Command == spec.CmdAdd && verb == spec.CmdAdd && err == nil && unix.Kill(n, 0) == nil {
 			return nil, spec.Errorf(spec.ErrTryAgainLater, "another ADD of container %q interface %q is in progress (process %s): a runtime must not run two ADDs of one attachment at once", a.ContainerID, a.IfName, pid)
 		}
 		l, err = lockfile.Acquire(a.Ctx, path)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -31,7 +32,7 @@ func hold(t *testing.T, verb, id, ifName string) *lockfile.Lock {
 	if err != nil || l == nil {
 		t.Fatalf("lock: %v", err)
 	}
-	if err := l.SetInfo(verb + " 4242"); err != nil {
+	if err := l.SetInfo(verb + " " + strconv.Itoa(os.Getpid())); err != nil {
 		t.Fatal(err)
 	}
 	return l
@@ -72,7 +73,8 @@ func TestAttachmentLockSerialises(t *testing.T) {
 	}
 }
 
-// The loser of an ADD race gets a clear code-11 error at once.
+// The loser of an ADD race gets a clear code-11 error at once; a lock
+// file a killed ADD left does not count.
 func TestConcurrentADDFailsClearly(t *testing.T) {
 	useLockDir(t)
 	var last *CmdArgs
@@ -80,9 +82,18 @@ func TestConcurrentADDFailsClearly(t *testing.T) {
 	defer l.Unlock(true)
 	start := time.Now()
 	o := runPlugin(t, okPlugin(&last), env("ADD"), conf100)
-	wantError(t, o, spec.ErrTryAgainLater, "1.0.0", "another ADD", `container "c1" interface "eth0"`, "4242")
+	wantError(t, o, spec.ErrTryAgainLater, "1.0.0", "another ADD", `container "c1" interface "eth0"`, strconv.Itoa(os.Getpid()))
 	if d := time.Since(start); d > 2*time.Second {
 		t.Errorf("the losing ADD waited %v", d)
+	}
+	// A DEL holds the lock but its file still names a dead ADD (the instant
+	// between locking and recording itself): the ADD waits for it.
+	l.SetInfo("ADD 999999999")
+	ctx0, cancel0 := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel0()
+	var out0 strings.Builder
+	if Run(ctx0, okPlugin(&last), env("ADD"), strings.NewReader(conf100), &out0, &out0) == 0 || strings.Contains(out0.String(), "another ADD") {
+		t.Errorf("ADD behind a dead holder's record: %s", out0.String())
 	}
 	// CHECK and DEL wait instead; a delegating plugin does not lock at all.
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
