@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/patchbay-cni/patchbay/internal/netns"
 	"github.com/patchbay-cni/patchbay/internal/testutil"
 	"github.com/patchbay-cni/patchbay/skel"
@@ -295,9 +297,15 @@ func (w *world) snapshot() map[string]int {
 		}
 		return nil
 	})
+	// Lock files are named <host netns inode>:<network>:<container>:<ifname>;
+	// other cases run the same network and container in their own host.
+	var st unix.Stat_t
+	if err := unix.Stat(w.hostPath, &st); err != nil {
+		w.t.Fatal(err)
+	}
 	if ents, err := os.ReadDir(skel.LockDir); err == nil {
 		for _, e := range ents {
-			if strings.Contains(e.Name(), ":"+w.network+":"+containerID+":") {
+			if strings.HasPrefix(e.Name(), fmt.Sprintf("%d:%s:%s:", st.Ino, w.network, containerID)) {
 				s["lock file "+e.Name()]++
 			}
 		}
