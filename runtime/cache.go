@@ -68,9 +68,14 @@ func (c *CNI) cacheDir() string {
 
 func (c *CNI) resultsDir() string { return filepath.Join(c.cacheDir(), "results") }
 
-// cacheFile is libcni's path: <cacheDir>/results/<net>-<containerID>-<ifName>.
+// cacheFile is libcni's path, <cacheDir>/results/<net>-<containerID>-<ifName>,
+// whenever that name fits in a path component, so libcni runtimes (cnitool)
+// and we read each other's entries. A longer one (the spec bounds neither
+// container IDs nor network names; libcni fails to write those) gets a
+// bounded, collision-free name (atomicfile.BoundedName: "_" and a hash),
+// which libcni's own listing of the directory still reads.
 func (c *CNI) cacheFile(network, containerID, ifName string) string {
-	return filepath.Join(c.resultsDir(), network+"-"+containerID+"-"+ifName)
+	return filepath.Join(c.resultsDir(), atomicfile.BoundedName(network+"-"+containerID+"-"+ifName, "", network, containerID, ifName))
 }
 
 // readEntry decodes one cache file. It returns (nil, nil) when the file does
@@ -124,9 +129,10 @@ func (c *CNI) lookup(network, containerID, ifName string) (*CachedAttachment, er
 	return a, err
 }
 
-// writeEntry stores an ADD's outcome atomically (atomicfile: temp file and
-// rename, no fsync, like libcni, which does not fsync either). Dirs are 0700
-// and files 0600 (results may hold addresses of other tenants).
+// writeEntry stores an ADD's outcome atomically (atomicfile.Write: a kill
+// leaves the old entry or the new one, and at most a temporary that DEL
+// removes; no fsync, like libcni, which does not fsync either). Dirs are
+// 0700 and files 0600 (results may hold addresses of other tenants).
 func (c *CNI) writeEntry(list *spec.ConfList, rt *RuntimeConf, result *spec.Result) error {
 	res, err := result.Encode(list.Version())
 	if err != nil {
@@ -151,13 +157,10 @@ func (c *CNI) writeEntry(list *spec.ConfList, rt *RuntimeConf, result *spec.Resu
 	return atomicfile.Write(c.cacheFile(list.Name, rt.ContainerID, rt.IfName), data, 0o600, false)
 }
 
-// removeEntry deletes an attachment's cache file; a missing one is fine.
+// removeEntry deletes an attachment's cache file and the temporary a
+// killed writeEntry may have left; missing ones are fine.
 func (c *CNI) removeEntry(network, containerID, ifName string) error {
-	err := os.Remove(c.cacheFile(network, containerID, ifName))
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
-	}
-	return nil
+	return atomicfile.Remove(c.cacheFile(network, containerID, ifName))
 }
 
 // selfContained returns the list as conflist bytes that load on their own
@@ -263,7 +266,7 @@ func (c *CNI) GetCachedAttachments(network, containerID string) ([]*CachedAttach
 	}
 	names := make([]string, 0, len(entries))
 	for _, e := range entries {
-		// Dot files are temporaries of an interrupted write.
+		// Dot files are temporaries of an interrupted write (GC removes them).
 		if !e.IsDir() && !strings.HasPrefix(e.Name(), ".") {
 			names = append(names, e.Name())
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/patchbay-cni/patchbay/internal/atomicfile"
 	"github.com/patchbay-cni/patchbay/spec"
 )
 
@@ -30,6 +31,11 @@ func (c *CNI) GCNetworkList(ctx context.Context, list *spec.ConfList, valid []sp
 		keep[a] = true
 	}
 	var errs []error
+	// Temporaries of killed cache writes; their attachments' DEL removes
+	// them too, this catches those no DEL will come for.
+	if err := atomicfile.RemoveTemps(c.resultsDir()); err != nil {
+		errs = append(errs, fmt.Errorf("network %q: GC: %w", list.Name, err))
+	}
 	cached, err := c.GetCachedAttachments(list.Name, "")
 	if err != nil {
 		errs = append(errs, fmt.Errorf("network %q: GC: %w", list.Name, err))

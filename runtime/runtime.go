@@ -79,6 +79,13 @@ func (e *PluginError) Error() string {
 
 func (e *PluginError) Unwrap() error { return e.Err }
 
+// delNothing reports whether a DEL that validate refused is one for an
+// interface name ADD would have refused: a valid container ID, an invalid
+// name. Such a DEL has nothing to remove and succeeds.
+func delNothing(rt *RuntimeConf) bool {
+	return rt != nil && rt.IfName != "" && spec.ValidateContainerID(rt.ContainerID) == nil && spec.ValidateInterfaceName(rt.IfName) != nil
+}
+
 func validate(rt *RuntimeConf, verb string) error {
 	if rt == nil {
 		return spec.Errorf(spec.ErrInvalidEnvironment, "%s: missing runtime configuration", verb)
@@ -259,6 +266,13 @@ func (c *CNI) DelNetworkList(ctx context.Context, list *spec.ConfList, rt *Runti
 		return err
 	}
 	if err := validate(rt, spec.CmdDel); err != nil {
+		if delNothing(rt) {
+			// ADD refuses this interface name, so nothing exists under it
+			// (in the kernel or the cache): refusing the DEL would only
+			// leave the caller retrying forever.
+			c.log().Info("DEL: nothing to delete: ADD never accepts this interface name", "network", list.Name, "container", rt.ContainerID, "ifname", rt.IfName)
+			return nil
+		}
 		return err
 	}
 	var prev *spec.Result

@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"os"
+	"strings"
 	"sync"
 
 	"github.com/patchbay-cni/patchbay/internal/invoke"
@@ -75,13 +76,30 @@ func Delegate(a *CmdArgs, cmd, typ string, conf []byte) ([]byte, error) {
 		var out bytes.Buffer
 		if Run(ctx, p, env, bytes.NewReader(conf), &out, stderr) != 0 {
 			if e, ok := spec.ParseError(out.Bytes()); ok {
-				return nil, e
+				return nil, named(typ, e)
 			}
 			return nil, spec.Errorf(spec.ErrInternal, "delegated plugin %s failed: %s", typ, out.String())
 		}
 		return out.Bytes(), nil
 	}
-	return invoke.Exec(ctx, path, env.List(), conf, stderr)
+	out, err := invoke.Exec(ctx, path, env.List(), conf, stderr)
+	if err != nil {
+		return nil, named(typ, err)
+	}
+	return out, nil
+}
+
+// named prefixes a delegate's error message with its type, keeping the
+// code: plugins do not name themselves (see the package doc), so whoever
+// runs one does, unless the message already does.
+func named(typ string, err error) error {
+	ce := spec.AsError(err, spec.ErrInternal)
+	if strings.Contains(ce.Msg, typ) {
+		return ce
+	}
+	out := *ce
+	out.Msg = typ + ": " + ce.Msg
+	return &out
 }
 
 // DelegateAdd runs ADD on an IPAM (or other delegated) plugin and decodes its result.

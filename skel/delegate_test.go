@@ -104,8 +104,11 @@ func outer() Plugin {
 
 func envOf(list []string) Env { return EnvFromList(list) }
 
+// sameEnv compares a delegate's environment with the caller's, plus the
+// attachment lock the caller holds for it.
 func sameEnv(t *testing.T, got, want Env) {
 	t.Helper()
+	want = want.With(lockEnv, lockPath("net", want["CNI_CONTAINERID"], want["CNI_IFNAME"]))
 	gk, wk := slices.Sorted(maps.Keys(got)), slices.Sorted(maps.Keys(want))
 	if !slices.Equal(gk, wk) {
 		t.Errorf("delegate env keys %v, want %v", gk, wk)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/netip"
 )
 
@@ -49,6 +50,27 @@ type Route struct {
 	Priority int          `json:"priority,omitempty"`
 	Table    *int         `json:"table,omitempty"`
 	Scope    *int         `json:"scope,omitempty"`
+}
+
+// Check reports a route field the kernel cannot take as given. Netlink
+// carries mtu, advmss, priority (the metric) and table as unsigned 32-bit
+// numbers and scope as an 8-bit one: a value outside that would be
+// truncated into another (table 4294967396 is table 100), so it is refused.
+// The error names the field (e.g. "table 4294967396 is out of range ...");
+// callers add where the route came from.
+func (r *Route) Check() error {
+	fields := []struct {
+		name string
+		v    *int
+		max  int64
+	}{{"mtu", &r.MTU, math.MaxUint32}, {"advmss", &r.AdvMSS, math.MaxUint32}, {"priority", &r.Priority, math.MaxUint32},
+		{"table", r.Table, math.MaxUint32}, {"scope", r.Scope, math.MaxUint8}}
+	for _, f := range fields {
+		if f.v != nil && (*f.v < 0 || int64(*f.v) > f.max) {
+			return fmt.Errorf("%s %d is out of range: must be 0-%d", f.name, *f.v, f.max)
+		}
+	}
+	return nil
 }
 
 // DNS is the dns dictionary of configs and results.
@@ -231,6 +253,9 @@ func ParseResult(data []byte, fallback string) (*Result, error) {
 	for i, rt := range r.Routes {
 		if rt == nil || !rt.Dst.IsValid() {
 			return nil, Errorf(ErrDecodingFailure, "%s result: routes[%d] has no valid \"dst\"", v, i)
+		}
+		if err := rt.Check(); err != nil {
+			return nil, Errorf(ErrDecodingFailure, "%s result: routes[%d]: %v", v, i, err)
 		}
 	}
 	for i, in := range r.Interfaces {

@@ -87,11 +87,15 @@ func (c *cli) ok(env []string, args ...string) string {
 }
 
 func (c *cli) allocations() []string {
-	ents, _ := os.ReadDir(filepath.Join(c.dataDir, "clinet"))
+	return c.allocationsOf("clinet")
+}
+
+func (c *cli) allocationsOf(network string) []string {
+	ents, _ := os.ReadDir(filepath.Join(c.dataDir, network))
 	var out []string
 	for _, e := range ents {
 		if strings.HasPrefix(e.Name(), "10.") {
-			data, _ := os.ReadFile(filepath.Join(c.dataDir, "clinet", e.Name()))
+			data, _ := os.ReadFile(filepath.Join(c.dataDir, network, e.Name()))
 			out = append(out, e.Name()+"="+strings.Fields(string(data))[0])
 		}
 	}

@@ -66,8 +66,11 @@ func (a *Attachment) List() (*spec.ConfList, error) {
 	return l, nil
 }
 
+// planPath is <cniDir>/<containerID>.json, or atomicfile.BoundedName's
+// "_<hash>.json" for an ID too long for a file name (listPlans then reads
+// the ID from the file).
 func planPath(cniDir, containerID string) string {
-	return filepath.Join(cniDir, containerID+".json")
+	return filepath.Join(cniDir, atomicfile.BoundedName(containerID, ".json", containerID))
 }
 
 // writePlan stores the plan atomically: a temporary file renamed over the
@@ -117,12 +120,10 @@ func readPlan(cniDir, containerID string) (*Plan, error) {
 	return &p, nil
 }
 
+// removePlan deletes the plan and the temporary a killed writePlan may have
+// left.
 func removePlan(cniDir, containerID string) error {
-	err := os.Remove(planPath(cniDir, containerID))
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
-	}
-	return nil
+	return atomicfile.Remove(planPath(cniDir, containerID))
 }
 
 // listPlans returns the container IDs with a plan file.
@@ -138,6 +139,15 @@ func listPlans(cniDir string) ([]string, error) {
 	for _, e := range entries {
 		n := e.Name()
 		if e.IsDir() || filepath.Ext(n) != ".json" || n[0] == '.' {
+			continue
+		}
+		if n[0] == '_' { // a bounded name: the ID is inside
+			var p struct {
+				ContainerID string `json:"containerID"`
+			}
+			if data, err := os.ReadFile(filepath.Join(cniDir, n)); err == nil && json.Unmarshal(data, &p) == nil && planPath(cniDir, p.ContainerID) == filepath.Join(cniDir, n) {
+				ids = append(ids, p.ContainerID)
+			}
 			continue
 		}
 		ids = append(ids, n[:len(n)-len(".json")])

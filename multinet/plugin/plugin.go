@@ -33,6 +33,9 @@ func Plugin() skel.Plugin {
 		GC:     func(a *skel.CmdArgs) error { return runVerb(a, spec.CmdGC, (*invocation).cmdGC) },
 		Status: func(a *skel.CmdArgs) error { return runVerb(a, spec.CmdStatus, (*invocation).cmdStatus) },
 		About:  "multinet: CNI delegating plugin (multi-net spec v1.3); see multinet/README.md",
+		// Its delegates, run through the runtime library, take the
+		// attachment lock themselves; the container lock serialises multinet.
+		SkipAttachmentLock: true,
 	}
 }
 

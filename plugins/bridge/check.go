@@ -95,5 +95,5 @@ func check(a *skel.CmdArgs) error {
 }
 
 func checkErr(format string, a ...any) error {
-	return spec.Errorf(spec.ErrInternal, "bridge CHECK: "+format, a...)
+	return spec.Errorf(spec.ErrInternal, format, a...)
 }

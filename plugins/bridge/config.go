@@ -1,9 +1,9 @@
 package bridge
 
 import (
-	"net"
 	"sort"
 
+	"github.com/patchbay-cni/patchbay/internal/confcheck"
 	"github.com/patchbay-cni/patchbay/internal/firewall"
 	"github.com/patchbay-cni/patchbay/internal/link"
 	"github.com/patchbay-cni/patchbay/skel"
@@ -112,23 +112,26 @@ func load(a *skel.CmdArgs) (*Config, error) {
 		c.IsGateway = true
 	}
 	// CNI_ARGS MAC=...; other keys belong to other plugins.
+	macFrom := ""
 	if pairs, err := spec.ParseCNIArgs(a.Args); err == nil {
 		for _, p := range pairs {
 			if p[0] == "MAC" {
-				c.mac = p[1]
+				c.mac, macFrom = p[1], "CNI_ARGS MAC"
 			}
 		}
 	}
 	if c.Args.CNI.Mac != "" {
-		c.mac = c.Args.CNI.Mac
+		c.mac, macFrom = c.Args.CNI.Mac, "args.cni.mac"
 	}
 	if c.RuntimeConfig.Mac != "" {
-		c.mac = c.RuntimeConfig.Mac
+		c.mac, macFrom = c.RuntimeConfig.Mac, "runtimeConfig.mac"
 	}
 	if c.mac != "" {
-		if _, err := net.ParseMAC(c.mac); err != nil {
-			return nil, invalid("mac address %q is invalid: %v", c.mac, err)
+		mac, err := confcheck.MAC(macFrom, c.mac)
+		if err != nil {
+			return nil, err
 		}
+		c.mac = mac.String()
 	}
 	return c, nil
 }

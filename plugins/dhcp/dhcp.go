@@ -29,7 +29,12 @@ func Plugin() skel.Plugin {
 		Check:  check,
 		GC:     gc,
 		Status: status,
-		About:  "patchbay dhcp IPAM plugin: leases from a DHCP server through `dhcp daemon`",
+		// The daemon serialises each attachment's requests itself, and a
+		// DEL must reach it while an ADD still waits for a server (DEL
+		// cancels that ADD): the per-attachment lock would make the DEL
+		// wait out the ADD's whole resend timeout.
+		SkipAttachmentLock: true,
+		About:              "patchbay dhcp IPAM plugin: leases from a DHCP server through `dhcp daemon`",
 	}
 }
 

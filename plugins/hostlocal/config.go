@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/patchbay-cni/patchbay/skel"
@@ -84,11 +85,17 @@ func (s rangeSet) String() string {
 	return strings.Join(parts, ",")
 }
 
-// requestedIP is a specific address asked for, with where it came from.
+// requestedIP is a specific address asked for, with where it came from: an
+// address asked for by several sources (Multus sends the same one as
+// CNI_ARGS IP and runtimeConfig.ips) is one request naming them all.
 type requestedIP struct {
-	Addr   netip.Addr
-	Source string
+	Addr    netip.Addr
+	Sources []string
+	Set     int // the range set holding it
 }
+
+// Source names where the address was asked for, for messages.
+func (r requestedIP) Source() string { return strings.Join(r.Sources, " and ") }
 
 // config is the validated IPAM configuration of one invocation.
 type config struct {
@@ -118,7 +125,19 @@ func dataDirOf(a *skel.CmdArgs) (string, error) {
 	if n.IPAM != nil && n.IPAM.DataDir != "" {
 		dataDir = n.IPAM.DataDir
 	}
+	if checkPath("ipam.dataDir", dataDir) != nil {
+		return "", nil // no ADD can have allocated there
+	}
 	return filepath.Join(dataDir, a.Conf.Name), nil
+}
+
+// checkPath refuses a path no file system accepts (a NUL byte), naming the
+// key: the kernel would answer EINVAL, an I/O error for every later verb.
+func checkPath(key, path string) error {
+	if strings.ContainsRune(path, 0) {
+		return invalid("%s %q is invalid: contains a NUL byte", key, path)
+	}
+	return nil
 }
 
 // loadConfig parses and validates the configuration and requested addresses.
@@ -137,6 +156,12 @@ func loadConfig(a *skel.CmdArgs) (*config, error) {
 	dataDir := n.IPAM.DataDir
 	if dataDir == "" {
 		dataDir = DefaultDataDir
+	}
+	if err := checkPath("ipam.dataDir", dataDir); err != nil {
+		return nil, err
+	}
+	if err := checkPath("ipam.resolvConf", c.ResolvConf); err != nil {
+		return nil, err
 	}
 	c.Dir = filepath.Join(dataDir, a.Conf.Name)
 
@@ -188,12 +213,49 @@ func loadConfig(a *skel.CmdArgs) (*config, error) {
 		if !rt.Dst.IsValid() {
 			return nil, invalid("ipam.routes[%d] %s: missing or invalid \"dst\"", i, raw)
 		}
+		if err := rt.Check(); err != nil {
+			return nil, invalid("ipam.routes[%d].%v", i, err)
+		}
 		c.Routes = append(c.Routes, &rt)
 	}
 	if err := c.loadRequested(a, &n); err != nil {
 		return nil, err
 	}
-	return c, nil
+	return c, c.placeRequested()
+}
+
+// placeRequested finds each requested address's range set: an address in
+// none, or two different addresses for one set (ADD hands out one address
+// per set), is refused naming the sources.
+func (c *config) placeRequested() error {
+	bySet := map[int]requestedIP{}
+	for i := range c.Requested {
+		r := &c.Requested[i]
+		r.Set = -1
+		for idx, set := range c.Sets {
+			if set.rangeFor(r.Addr) != nil {
+				r.Set = idx
+				break
+			}
+		}
+		if r.Set < 0 {
+			return invalid("%s: requested IP %s is not in any range set of network %q (%s)", r.Source(), r.Addr, c.Network, c.setList())
+		}
+		if o, ok := bySet[r.Set]; ok {
+			return invalid("requested IPs %s (from %s) and %s (from %s) are both in range set %d (%s) of network %q: one address per range set",
+				o.Addr, o.Source(), r.Addr, r.Source(), r.Set, c.Sets[r.Set], c.Network)
+		}
+		bySet[r.Set] = *r
+	}
+	return nil
+}
+
+func (c *config) setList() string {
+	parts := make([]string, len(c.Sets))
+	for i, s := range c.Sets {
+		parts[i] = s.String()
+	}
+	return strings.Join(parts, "; ")
 }
 
 func setsOverlap(s1, s2 rangeSet) (*ipRange, *ipRange) {
@@ -306,7 +368,9 @@ func parseRange(f string, rc rangeConf) (ipRange, error) {
 }
 
 // loadRequested collects specific addresses from CNI_ARGS IP= (a
-// comma-separated list), args.cni.ips and runtimeConfig.ips, in that order.
+// comma-separated list), args.cni.ips and runtimeConfig.ips, in that order;
+// the same address from several sources is one request (the reference also
+// merges them).
 func (c *config) loadRequested(a *skel.CmdArgs, n *netConf) error {
 	var env struct {
 		IP string `cni:"IP"`
@@ -323,7 +387,16 @@ func (c *config) loadRequested(a *skel.CmdArgs, n *netConf) error {
 			}
 			return spec.Errorf(code, "%s: %q is not a valid IP address", source, s)
 		}
-		c.Requested = append(c.Requested, requestedIP{Addr: addr.Unmap(), Source: source})
+		addr = addr.Unmap()
+		for i := range c.Requested {
+			if r := &c.Requested[i]; r.Addr == addr {
+				if !slices.Contains(r.Sources, source) {
+					r.Sources = append(r.Sources, source)
+				}
+				return nil
+			}
+		}
+		c.Requested = append(c.Requested, requestedIP{Addr: addr, Sources: []string{source}})
 		return nil
 	}
 	for _, s := range strings.Split(env.IP, ",") {

@@ -5,10 +5,8 @@
 package hostlocal
 
 import (
-	"fmt"
 	"net/netip"
 	"slices"
-	"strings"
 
 	"github.com/patchbay-cni/patchbay/skel"
 	"github.com/patchbay-cni/patchbay/spec"
@@ -73,7 +71,6 @@ func allocate(s *store, c *config, o owner) ([]*spec.IPConfig, error) {
 	}
 	existing := slices.Concat(mine, old)
 
-	requested := append([]requestedIP(nil), c.Requested...)
 	var reserved []netip.Addr
 	var out []*spec.IPConfig
 	fail := func(err error) ([]*spec.IPConfig, error) {
@@ -89,12 +86,11 @@ func allocate(s *store, c *config, o owner) ([]*spec.IPConfig, error) {
 	for idx, set := range c.Sets {
 		var ip netip.Addr
 		var r *ipRange
-		if i := pickRequested(requested, set); i >= 0 {
-			req := requested[i]
-			requested = append(requested[:i], requested[i+1:]...)
+		if i := slices.IndexFunc(c.Requested, func(r requestedIP) bool { return r.Set == idx }); i >= 0 {
+			req := c.Requested[i]
 			ip, r = req.Addr, set.rangeFor(req.Addr)
 			if ip == r.Gateway {
-				return fail(invalid("%s: requested IP %s is the gateway of subnet %s", req.Source, ip, r.Subnet))
+				return fail(invalid("%s: requested IP %s is the gateway of subnet %s", req.Source(), ip, r.Subnet))
 			}
 			ok, err := s.reserve(ip, o)
 			if err != nil {
@@ -105,7 +101,7 @@ func allocate(s *store, c *config, o owner) ([]*spec.IPConfig, error) {
 				if h, found, _ := s.ownerOf(ip); found {
 					holder = h.String()
 				}
-				return fail(spec.Errorf(spec.ErrInvalidNetworkConfig, "%s: requested IP %s is already allocated to %s in range set %d (%s)", req.Source, ip, holder, idx, set))
+				return fail(spec.Errorf(spec.ErrInvalidNetworkConfig, "%s: requested IP %s is already allocated to %s in range set %d (%s)", req.Source(), ip, holder, idx, set))
 			}
 		} else {
 			for _, e := range existing {
@@ -126,28 +122,11 @@ func allocate(s *store, c *config, o owner) ([]*spec.IPConfig, error) {
 		}
 		out = append(out, &spec.IPConfig{Address: netip.PrefixFrom(ip, r.Subnet.Bits()), Gateway: r.Gateway})
 	}
-	if len(requested) > 0 {
-		var parts []string
-		for _, r := range requested {
-			parts = append(parts, fmt.Sprintf("%s (from %s)", r.Addr, r.Source))
-		}
-		return fail(invalid("requested IPs are not in any range set of network %q, or several fall in one range set: %s", c.Network, strings.Join(parts, ", ")))
-	}
 	if err := s.putAtt(o, slices.Concat(mine, reserved)); err != nil {
 		return fail(err)
 	}
 	s.seal()
 	return out, nil
-}
-
-// pickRequested returns the index of the first requested address inside set.
-func pickRequested(reqs []requestedIP, set rangeSet) int {
-	for i, r := range reqs {
-		if set.rangeFor(r.Addr) != nil {
-			return i
-		}
-	}
-	return -1
 }
 
 // reserveNext takes the first free address after the set's last reserved
@@ -195,7 +174,7 @@ func reserveNext(s *store, set rangeSet, idx int, o owner) (netip.Addr, *ipRange
 
 func del(a *skel.CmdArgs) error {
 	dir, err := dataDirOf(a)
-	if err != nil {
+	if err != nil || dir == "" {
 		return err
 	}
 	s, err := openStore(dir, false)

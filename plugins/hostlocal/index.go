@@ -70,7 +70,7 @@ func (s *store) withIndex(fn func() error) error {
 		return err
 	}
 	if err = fn(); errors.Is(err, errStale) {
-		return spec.Errorf(spec.ErrInternal, "host-local: index of %s still inconsistent after a rebuild", s.dir)
+		return spec.Errorf(spec.ErrInternal, "index of %s still inconsistent after a rebuild", s.dir)
 	}
 	return err
 }

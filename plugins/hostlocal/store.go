@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/patchbay-cni/patchbay/internal/atomicfile"
 	"github.com/patchbay-cni/patchbay/spec"
 )
 
@@ -96,23 +97,16 @@ func (s *store) close() {
 func (s *store) ipPath(a netip.Addr) string { return filepath.Join(s.dir, a.String()) }
 
 // reserve creates the file for a, failing (false) when it already exists.
+// The file appears with its content in one step (atomicfile.CreateExclusive),
+// so a process killed at any point either owns a under o's name, which o's
+// DEL releases, or holds nothing: never an empty, ownerless file that no
+// DEL would release.
 func (s *store) reserve(a netip.Addr, o owner) (bool, error) {
-	f, err := os.OpenFile(s.ipPath(a), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
-	if errors.Is(err, fs.ErrExist) {
-		return false, nil
-	}
+	ok, err := atomicfile.CreateExclusive(s.ipPath(a), []byte(strings.TrimSpace(o.ID)+lineBreak+o.IfName), 0o600)
 	if err != nil {
 		return false, ioError("reserve %s", a.String(), err)
 	}
-	_, err = f.WriteString(strings.TrimSpace(o.ID) + lineBreak + o.IfName)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		os.Remove(f.Name())
-		return false, ioError("write %s", f.Name(), err)
-	}
-	return true, nil
+	return ok, nil
 }
 
 // ownerOf reads who holds a; ok is false when a is not allocated.
@@ -155,7 +149,8 @@ func (s *store) setLastReserved(set int, a netip.Addr) error {
 }
 
 // scan reads every per-IP file: the O(n) path used only to rebuild the
-// index, for GC and for STATUS.
+// index, for GC and for STATUS. A rebuild follows every interrupted change
+// (see index.go), so this is also where leftovers of killed writes go.
 func (s *store) scan(readOwners bool) (map[netip.Addr]owner, error) {
 	ents, err := os.ReadDir(s.dir)
 	if err != nil {
@@ -163,6 +158,12 @@ func (s *store) scan(readOwners bool) (map[netip.Addr]owner, error) {
 	}
 	out := make(map[netip.Addr]owner, len(ents))
 	for _, e := range ents {
+		if atomicfile.IsTemp(e.Name()) {
+			// Left by a killed reserve on a file system without O_TMPFILE;
+			// the lock is ours, so no reserve is using it.
+			os.Remove(filepath.Join(s.dir, e.Name()))
+			continue
+		}
 		a, err := netip.ParseAddr(e.Name())
 		if err != nil || a.Zone() != "" || a.Is4In6() || !e.Type().IsRegular() {
 			continue
@@ -201,5 +202,5 @@ func writeInPlace(path string, data []byte) error {
 }
 
 func ioError(what, arg string, err error) error {
-	return spec.Errorf(spec.ErrIOFailure, "host-local: "+what+": %v", arg, err)
+	return spec.Errorf(spec.ErrIOFailure, what+": %v", arg, err)
 }

@@ -19,7 +19,7 @@ func check(a *skel.CmdArgs) error {
 		return err
 	}
 	o := owner{ID: a.ContainerID, IfName: a.IfName}
-	notFound := spec.Errorf(spec.ErrUnknownContainer, "host-local: no address is allocated to %s in network %q", o, c.Network)
+	notFound := spec.Errorf(spec.ErrUnknownContainer, "no address is allocated to %s in network %q", o, c.Network)
 	s, err := openStore(c.Dir, false)
 	if err != nil {
 		return err
@@ -50,7 +50,7 @@ func check(a *skel.CmdArgs) error {
 				continue
 			}
 			if !slices.Contains(ips, ip) {
-				return spec.Errorf(spec.ErrInternal, "host-local: prevResult address %s is not allocated to %s in network %q (allocated: %s)", ip, o, c.Network, addrList(ips))
+				return spec.Errorf(spec.ErrInternal, "prevResult address %s is not allocated to %s in network %q (allocated: %s)", ip, o, c.Network, addrList(ips))
 			}
 		}
 		return nil
@@ -133,7 +133,7 @@ func status(a *skel.CmdArgs) error {
 		}
 	}
 	if len(full) > 0 {
-		return spec.Errorf(spec.ErrPluginNotAvailable, "host-local: network %q has no free addresses in %s", c.Network, strings.Join(full, ", "))
+		return spec.Errorf(spec.ErrPluginNotAvailable, "network %q has no free addresses in %s", c.Network, strings.Join(full, ", "))
 	}
 	return nil
 }

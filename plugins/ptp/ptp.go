@@ -216,7 +216,7 @@ func check(a *skel.CmdArgs) error {
 	}
 	idx := link.FindIface(prev, a.IfName, a.Netns)
 	if idx < 0 {
-		return spec.Errorf(spec.ErrInternal, "ptp CHECK: prevResult has no interface %q in sandbox %q", a.IfName, a.Netns)
+		return spec.Errorf(spec.ErrInternal, "prevResult has no interface %q in sandbox %q", a.IfName, a.Netns)
 	}
 	cont, err := link.OpenContainer(a.Netns)
 	if err != nil {
@@ -228,7 +228,7 @@ func check(a *skel.CmdArgs) error {
 		err = cont.CheckResult(l, prev, idx)
 	}
 	if err != nil {
-		return spec.Errorf(spec.ErrInternal, "ptp CHECK: %v", err)
+		return spec.Errorf(spec.ErrInternal, "%v", err)
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"strings"
 
+	"github.com/patchbay-cni/patchbay/internal/confcheck"
 	"github.com/patchbay-cni/patchbay/skel"
 	"github.com/patchbay-cni/patchbay/spec"
 )
@@ -75,7 +76,10 @@ func load(a *skel.CmdArgs) (*loaded, error) {
 		return nil, err
 	}
 	if n.IPAM == nil {
-		return nil, spec.Errorf(spec.ErrInvalidNetworkConfig, "static: missing required key \"ipam\"")
+		return nil, spec.Errorf(spec.ErrInvalidNetworkConfig, "missing required key \"ipam\"")
+	}
+	if err := confcheck.DNS("ipam.dns", n.IPAM.DNS); err != nil {
+		return nil, err
 	}
 	l := &loaded{dns: n.IPAM.DNS}
 	for i, ra := range n.IPAM.Addresses {
@@ -87,11 +91,11 @@ func load(a *skel.CmdArgs) (*loaded, error) {
 		if ra.Gateway != "" {
 			gw, err := netip.ParseAddr(ra.Gateway)
 			if err != nil || gw.Zone() != "" {
-				return nil, spec.Errorf(spec.ErrInvalidNetworkConfig, "static: %s.gateway %q is not an IP address", field, ra.Gateway)
+				return nil, spec.Errorf(spec.ErrInvalidNetworkConfig, "%s.gateway %q is not an IP address", field, ra.Gateway)
 			}
 			ip.Gateway = gw.Unmap()
 			if ip.Gateway.Is4() != ip.Address.Addr().Is4() {
-				return nil, spec.Errorf(spec.ErrInvalidNetworkConfig, "static: %s.gateway %q is not in the address family of %q", field, ra.Gateway, ra.Address)
+				return nil, spec.Errorf(spec.ErrInvalidNetworkConfig, "%s.gateway %q is not in the address family of %q", field, ra.Gateway, ra.Address)
 			}
 		}
 		l.addrs = append(l.addrs, ip)
@@ -115,7 +119,7 @@ func load(a *skel.CmdArgs) (*loaded, error) {
 		for _, item := range strings.Split(ea.GATEWAY, ",") {
 			gw, err := netip.ParseAddr(strings.TrimSpace(item))
 			if err != nil || gw.Zone() != "" {
-				return nil, spec.Errorf(spec.ErrInvalidEnvironment, "static: CNI_ARGS GATEWAY entry %q is not an IP address", item)
+				return nil, spec.Errorf(spec.ErrInvalidEnvironment, "CNI_ARGS GATEWAY entry %q is not an IP address", item)
 			}
 			gw = gw.Unmap()
 			// Like the reference, GATEWAY only fills CNI_ARGS IP addresses.
@@ -153,7 +157,7 @@ func load(a *skel.CmdArgs) (*loaded, error) {
 			}
 		}
 		if v4 > 1 || v6 > 1 {
-			return nil, spec.Errorf(spec.ErrInvalidNetworkConfig, "static: cniVersion %s allows at most one IPv4 and one IPv6 address, got %d IPv4 and %d IPv6", version, v4, v6)
+			return nil, spec.Errorf(spec.ErrInvalidNetworkConfig, "cniVersion %s allows at most one IPv4 and one IPv6 address, got %d IPv4 and %d IPv6", version, v4, v6)
 		}
 	}
 
@@ -172,11 +176,11 @@ func load(a *skel.CmdArgs) (*loaded, error) {
 func parseAddr(field, s string, code uint) (*spec.IPConfig, error) {
 	p, err := netip.ParsePrefix(s)
 	if err != nil {
-		return nil, spec.Errorf(code, "static: %s %q is not an address in CIDR notation (e.g. 10.1.0.5/24)", field, s)
+		return nil, spec.Errorf(code, "%s %q is not an address in CIDR notation (e.g. 10.1.0.5/24)", field, s)
 	}
 	if p.Addr().Is4In6() {
 		if p.Bits() < 96 {
-			return nil, spec.Errorf(code, "static: %s %q: an IPv4-mapped address needs a prefix length of at least 96", field, s)
+			return nil, spec.Errorf(code, "%s %q: an IPv4-mapped address needs a prefix length of at least 96", field, s)
 		}
 		p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
 	}
@@ -197,11 +201,11 @@ func parseList(field string, list []string) ([]*spec.IPConfig, error) {
 
 func parseRoute(field string, rr rawRoute) (*spec.Route, error) {
 	if rr.Dst == "" {
-		return nil, spec.Errorf(spec.ErrInvalidNetworkConfig, "static: %s.dst is required", field)
+		return nil, spec.Errorf(spec.ErrInvalidNetworkConfig, "%s.dst is required", field)
 	}
 	dst, err := netip.ParsePrefix(rr.Dst)
 	if err != nil {
-		return nil, spec.Errorf(spec.ErrInvalidNetworkConfig, "static: %s.dst %q is not a prefix in CIDR notation", field, rr.Dst)
+		return nil, spec.Errorf(spec.ErrInvalidNetworkConfig, "%s.dst %q is not a prefix in CIDR notation", field, rr.Dst)
 	}
 	if dst.Addr().Is4In6() && dst.Bits() >= 96 {
 		dst = netip.PrefixFrom(dst.Addr().Unmap(), dst.Bits()-96)
@@ -211,23 +215,12 @@ func parseRoute(field string, rr rawRoute) (*spec.Route, error) {
 	if rr.GW != "" {
 		gw, err := netip.ParseAddr(rr.GW)
 		if err != nil || gw.Zone() != "" {
-			return nil, spec.Errorf(spec.ErrInvalidNetworkConfig, "static: %s.gw %q is not an IP address", field, rr.GW)
+			return nil, spec.Errorf(spec.ErrInvalidNetworkConfig, "%s.gw %q is not an IP address", field, rr.GW)
 		}
 		rt.GW = gw.Unmap()
 	}
-	for _, f := range []struct {
-		name string
-		v    int
-	}{{"mtu", rr.MTU}, {"advmss", rr.AdvMSS}, {"priority", rr.Priority}} {
-		if f.v < 0 {
-			return nil, spec.Errorf(spec.ErrInvalidNetworkConfig, "static: %s.%s %d must not be negative", field, f.name, f.v)
-		}
-	}
-	if rr.Scope != nil && (*rr.Scope < 0 || *rr.Scope > 255) {
-		return nil, spec.Errorf(spec.ErrInvalidNetworkConfig, "static: %s.scope %d is out of range 0-255", field, *rr.Scope)
-	}
-	if rr.Table != nil && *rr.Table < 0 {
-		return nil, spec.Errorf(spec.ErrInvalidNetworkConfig, "static: %s.table %d must not be negative", field, *rr.Table)
+	if err := rt.Check(); err != nil {
+		return nil, spec.Errorf(spec.ErrInvalidNetworkConfig, "%s.%v", field, err)
 	}
 	return rt, nil
 }

@@ -43,7 +43,7 @@ func check(a *skel.CmdArgs) error {
 	}
 	prev := a.Conf.PrevResult
 	if prev == nil {
-		return spec.Errorf(spec.ErrInvalidNetworkConfig, "static: CHECK requires \"prevResult\"")
+		return spec.Errorf(spec.ErrInvalidNetworkConfig, "CHECK requires \"prevResult\"")
 	}
 	for _, want := range c.addrs {
 		found := false
@@ -52,14 +52,14 @@ func check(a *skel.CmdArgs) error {
 				continue
 			}
 			if want.Gateway.IsValid() && got.Gateway != want.Gateway {
-				return spec.Errorf(spec.ErrInternal, "static: address %s on %s has gateway %v in prevResult, configured %v",
+				return spec.Errorf(spec.ErrInternal, "address %s on %s has gateway %v in prevResult, configured %v",
 					want.Address, a.IfName, gwString(got.Gateway), want.Gateway)
 			}
 			found = true
 			break
 		}
 		if !found {
-			return spec.Errorf(spec.ErrInternal, "static: configured address %s is missing from prevResult for %s", want.Address, a.IfName)
+			return spec.Errorf(spec.ErrInternal, "configured address %s is missing from prevResult for %s", want.Address, a.IfName)
 		}
 	}
 	return nil

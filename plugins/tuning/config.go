@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/patchbay-cni/patchbay/internal/confcheck"
 	"github.com/patchbay-cni/patchbay/skel"
 	"github.com/patchbay-cni/patchbay/spec"
 )
@@ -96,6 +97,7 @@ func load(a *skel.CmdArgs) (*config, error) {
 		sysctls[k] = v
 	}
 	macStr, macFrom := n.Mac, "mac"
+	var mtuFromArgs, txQLenFromArgs bool
 
 	var ea envArgs
 	if err := a.LoadArgs(&ea); err != nil {
@@ -119,32 +121,35 @@ func load(a *skel.CmdArgs) (*config, error) {
 			c.promisc = ca.Promisc
 		}
 		if ca.MTU != nil {
-			c.mtu = *ca.MTU
+			c.mtu, mtuFromArgs = *ca.MTU, true
 		}
 		if ca.Allmulti != nil {
 			c.allmulti = ca.Allmulti
 		}
 		if ca.TxQLen != nil {
-			c.txQLen = ca.TxQLen
+			c.txQLen, txQLenFromArgs = ca.TxQLen, true
 		}
 	}
 
 	if macStr != "" {
-		mac, err := net.ParseMAC(macStr)
-		if err != nil || len(mac) != 6 {
-			code := spec.ErrInvalidNetworkConfig
-			if macFrom == "CNI_ARGS MAC" {
-				code = spec.ErrInvalidEnvironment
-			}
-			return nil, spec.Errorf(code, "tuning: %s %q is not an Ethernet MAC address (e.g. c2:11:22:33:44:55)", macFrom, macStr)
+		mac, err := confcheck.MAC(macFrom, macStr)
+		if err != nil {
+			return nil, err
 		}
 		c.mac, c.macFrom = mac, macFrom
 	}
-	if c.mtu < 0 {
-		return nil, spec.Errorf(spec.ErrInvalidNetworkConfig, "tuning: mtu %d must not be negative", c.mtu)
+	// The kernel takes the MTU as an int and txQLen as a u32: larger values
+	// would be truncated into other ones.
+	if err := confcheck.Int(keyOf("mtu", mtuFromArgs), int64(c.mtu), 0, confcheck.MaxMTU); err != nil {
+		return nil, err
 	}
-	if c.txQLen != nil && *c.txQLen < 0 {
-		return nil, spec.Errorf(spec.ErrInvalidNetworkConfig, "tuning: txQLen %d must not be negative", *c.txQLen)
+	if c.txQLen != nil {
+		if err := confcheck.Int(keyOf("txQLen", txQLenFromArgs), int64(*c.txQLen), 0, confcheck.MaxU32); err != nil {
+			return nil, err
+		}
+	}
+	if strings.ContainsRune(c.dataDir, 0) {
+		return nil, spec.Errorf(spec.ErrInvalidNetworkConfig, "dataDir %q is invalid: contains a NUL byte", c.dataDir)
 	}
 
 	allow, err := readAllowlist()
@@ -157,7 +162,7 @@ func load(a *skel.CmdArgs) (*config, error) {
 			return nil, err
 		}
 		if allow != nil && !allowed(k, allow) {
-			return nil, spec.Errorf(spec.ErrInvalidNetworkConfig, "tuning: sysctl %q (value %q) is not allowed by %s", k, sysctls[k], allowlistPath)
+			return nil, spec.Errorf(spec.ErrInvalidNetworkConfig, "sysctl %q (value %q) is not allowed by %s", k, sysctls[k], allowlistPath)
 		}
 		c.sysctls = append(c.sysctls, s)
 	}
@@ -187,7 +192,7 @@ func checkDuplicateSysctls(data []byte) error {
 		}
 		k, _ := t.(string)
 		if seen[k] {
-			return spec.Errorf(spec.ErrInvalidNetworkConfig, "tuning: sysctl key %q appears more than once", k)
+			return spec.Errorf(spec.ErrInvalidNetworkConfig, "sysctl key %q appears more than once", k)
 		}
 		seen[k] = true
 		var skip json.RawMessage
@@ -206,7 +211,7 @@ func readAllowlist() ([]*regexp.Regexp, error) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, spec.Errorf(spec.ErrIOFailure, "tuning: read sysctl allowlist: %v", err)
+		return nil, spec.Errorf(spec.ErrIOFailure, "read sysctl allowlist: %v", err)
 	}
 	out := []*regexp.Regexp{}
 	for i, line := range strings.Split(string(data), "\n") {
@@ -216,7 +221,7 @@ func readAllowlist() ([]*regexp.Regexp, error) {
 		}
 		re, err := regexp.Compile(line)
 		if err != nil {
-			return nil, spec.Errorf(spec.ErrInvalidNetworkConfig, "tuning: %s line %d: invalid pattern %q: %v", allowlistPath, i+1, line, err)
+			return nil, spec.Errorf(spec.ErrInvalidNetworkConfig, "%s line %d: invalid pattern %q: %v", allowlistPath, i+1, line, err)
 		}
 		out = append(out, re)
 	}
@@ -234,3 +239,11 @@ func allowed(key string, allow []*regexp.Regexp) bool {
 }
 
 func boolStr(b bool) string { return fmt.Sprint(b) }
+
+// keyOf names a link key for messages: args.cni.<key> when args.cni set it.
+func keyOf(key string, fromArgs bool) string {
+	if fromArgs {
+		return "args.cni." + key
+	}
+	return key
+}

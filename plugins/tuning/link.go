@@ -81,7 +81,7 @@ func linkErr(err error, l netlink.Link, key, value string) error {
 		return nil
 	}
 	if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ERANGE) || errors.Is(err, unix.EADDRNOTAVAIL) {
-		return spec.Errorf(spec.ErrInvalidNetworkConfig, "tuning: %s %s is refused by the kernel for %q: %v", key, value, l.Attrs().Name, err)
+		return spec.Errorf(spec.ErrInvalidNetworkConfig, "%s %s is refused by the kernel for %q: %v", key, value, l.Attrs().Name, err)
 	}
 	return fmt.Errorf("set %s %s on %q: %w", key, value, l.Attrs().Name, err)
 }

@@ -12,12 +12,17 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/patchbay-cni/patchbay/internal/confcheck"
 	"github.com/patchbay-cni/patchbay/spec"
 )
 
 // ifnamePlaceholder in a key stands for CNI_IFNAME (reference behaviour:
 // "net.ipv4.conf.IFNAME.arp_notify" tunes the attachment's interface).
 const ifnamePlaceholder = "IFNAME"
+
+// maxSysctlValue bounds a value: the kernel reads a sysctl write into at
+// most a page, and no net.* value comes near it.
+const maxSysctlValue = 4096
 
 // sysctl is one validated key.
 type sysctl struct {
@@ -38,7 +43,7 @@ func (s sysctl) path() string { return "/proc/sys/" + s.rel }
 // whose X is neither all, default, IFNAME nor the attachment's interface.
 func parseSysctl(key, value, ifName string) (sysctl, error) {
 	refuse := func(why string, a ...any) (sysctl, error) {
-		return sysctl{}, spec.Errorf(spec.ErrInvalidNetworkConfig, "tuning: sysctl %q (value %q) is refused: %s", key, value, fmt.Sprintf(why, a...))
+		return sysctl{}, spec.Errorf(spec.ErrInvalidNetworkConfig, "sysctl %q (value %q) is refused: %s", key, value, fmt.Sprintf(why, a...))
 	}
 	switch {
 	case key == "":
@@ -47,6 +52,13 @@ func parseSysctl(key, value, ifName string) (sysctl, error) {
 		return refuse("absolute paths are not allowed; write the key relative to /proc/sys, e.g. net.ipv4.ip_forward")
 	case strings.ContainsRune(key, 0) || strings.ContainsRune(value, 0):
 		return refuse("contains a NUL byte")
+	case strings.IndexFunc(key, func(r rune) bool { return r <= ' ' || r >= 0x7f }) >= 0:
+		return refuse("the key contains a space, a control character or a non-ASCII character")
+	case value == "":
+		return refuse("empty value (the kernel would be given nothing to write)")
+	}
+	if err := confcheck.Text(fmt.Sprintf("sysctl %q value", key), value, maxSysctlValue); err != nil {
+		return sysctl{}, err
 	}
 	var comps []string
 	if i := strings.IndexAny(key, "./"); i >= 0 && key[i] == '/' {
@@ -99,10 +111,10 @@ func readSysctl(s sysctl) (string, error) {
 	b, err := os.ReadFile(s.path())
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return "", spec.Errorf(spec.ErrInvalidNetworkConfig, "tuning: sysctl %q (value %q): no such key in the container's network namespace (only namespaced net.* sysctls can be set)", s.key, s.value)
+			return "", spec.Errorf(spec.ErrInvalidNetworkConfig, "sysctl %q (value %q): no such key in the container's network namespace (only namespaced net.* sysctls can be set)", s.key, s.value)
 		}
 		if errors.Is(err, syscall.EISDIR) {
-			return "", spec.Errorf(spec.ErrInvalidNetworkConfig, "tuning: sysctl %q (value %q): names a directory, not a key", s.key, s.value)
+			return "", spec.Errorf(spec.ErrInvalidNetworkConfig, "sysctl %q (value %q): names a directory, not a key", s.key, s.value)
 		}
 		return "", fmt.Errorf("read sysctl %q: %w", s.key, err)
 	}
@@ -113,7 +125,7 @@ func readSysctl(s sysctl) (string, error) {
 // namespace shows read-only (a global sysctl, such as net.core.rmem_max).
 func checkWritable(s sysctl) error {
 	if err := unix.Access(s.path(), unix.W_OK); err != nil {
-		return spec.Errorf(spec.ErrInvalidNetworkConfig, "tuning: sysctl %q (value %q) is read-only in the container's network namespace (not a namespaced sysctl)", s.key, s.value)
+		return spec.Errorf(spec.ErrInvalidNetworkConfig, "sysctl %q (value %q) is read-only in the container's network namespace (not a namespaced sysctl)", s.key, s.value)
 	}
 	return nil
 }
@@ -123,7 +135,7 @@ func writeSysctl(rel, key, value string) error {
 	f, err := os.OpenFile("/proc/sys/"+rel, os.O_WRONLY, 0)
 	if err != nil {
 		if errors.Is(err, fs.ErrPermission) {
-			return spec.Errorf(spec.ErrInvalidNetworkConfig, "tuning: sysctl %q (value %q) is read-only in the container's network namespace", key, value)
+			return spec.Errorf(spec.ErrInvalidNetworkConfig, "sysctl %q (value %q) is read-only in the container's network namespace", key, value)
 		}
 		return fmt.Errorf("open sysctl %q: %w", key, err)
 	}
@@ -133,7 +145,7 @@ func writeSysctl(rel, key, value string) error {
 	}
 	if err != nil {
 		if errors.Is(err, syscall.EINVAL) || errors.Is(err, syscall.ERANGE) {
-			return spec.Errorf(spec.ErrInvalidNetworkConfig, "tuning: sysctl %q: value %q is refused by the kernel: %v", key, value, err)
+			return spec.Errorf(spec.ErrInvalidNetworkConfig, "sysctl %q: value %q is refused by the kernel: %v", key, value, err)
 		}
 		return fmt.Errorf("write sysctl %q = %q: %w", key, value, err)
 	}

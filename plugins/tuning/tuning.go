@@ -38,7 +38,7 @@ func add(a *skel.CmdArgs) (*spec.Result, error) {
 		return nil, err
 	}
 	if a.Conf.PrevResult == nil {
-		return nil, spec.Errorf(spec.ErrInvalidNetworkConfig, "tuning: \"prevResult\" is required: tuning is a chained plugin and must follow an interface plugin")
+		return nil, spec.Errorf(spec.ErrInvalidNetworkConfig, "\"prevResult\" is required: tuning is a chained plugin and must follow an interface plugin")
 	}
 	file := backupPath(c.dataDir, a.ContainerID, a.IfName)
 	cont, err := link.OpenContainer(a.Netns)
@@ -64,7 +64,7 @@ func apply(a *skel.CmdArgs, c *config, cont *link.NS, file string) (err error) {
 		if l, err = findLink(cont, a.IfName); err != nil {
 			return err
 		} else if l == nil {
-			return spec.Errorf(spec.ErrInternal, "tuning: interface %q not found in %s", a.IfName, a.Netns)
+			return spec.Errorf(spec.ErrInternal, "interface %q not found in %s", a.IfName, a.Netns)
 		}
 	}
 	prior, hadPrior, err := readSaved(file)
@@ -283,7 +283,7 @@ func del(a *skel.CmdArgs) error {
 	file := backupPath(n.DataDir, a.ContainerID, a.IfName)
 	s, found, err := readSaved(file)
 	if !found {
-		return nil
+		return removeSaved(file) // a killed ADD's temporary
 	}
 	if err != nil {
 		a.Log.Warn("dropping unreadable saved values", "error", err)
@@ -319,7 +319,7 @@ func check(a *skel.CmdArgs) error {
 	if c.mac != nil {
 		for _, in := range containerIfaces(a.Conf.PrevResult, a.IfName) {
 			if m, err := net.ParseMAC(in.Mac); in.Mac != "" && (err != nil || !bytes.Equal(m, c.mac)) {
-				return spec.Errorf(spec.ErrInternal, "tuning: prevResult reports mac %s for %q, configured %s %s", in.Mac, a.IfName, c.macFrom, c.mac)
+				return spec.Errorf(spec.ErrInternal, "prevResult reports mac %s for %q, configured %s %s", in.Mac, a.IfName, c.macFrom, c.mac)
 			}
 		}
 	}
@@ -335,7 +335,7 @@ func check(a *skel.CmdArgs) error {
 				return err
 			}
 			if !sameValue(cur, s.value) {
-				return spec.Errorf(spec.ErrInternal, "tuning: sysctl %q is %q, configured %q", s.key, cur, s.value)
+				return spec.Errorf(spec.ErrInternal, "sysctl %q is %q, configured %q", s.key, cur, s.value)
 			}
 		}
 		l, err := findLink(cont, a.IfName)
@@ -343,7 +343,7 @@ func check(a *skel.CmdArgs) error {
 			return err
 		}
 		if l == nil {
-			return spec.Errorf(spec.ErrInternal, "tuning: interface %q not found in %s", a.IfName, a.Netns)
+			return spec.Errorf(spec.ErrInternal, "interface %q not found in %s", a.IfName, a.Netns)
 		}
 		return compare(a.IfName, c, stateOf(l))
 	}))
@@ -351,7 +351,7 @@ func check(a *skel.CmdArgs) error {
 
 func compare(ifName string, c *config, st linkState) error {
 	mismatch := func(key string, want, got any) error {
-		return spec.Errorf(spec.ErrInternal, "tuning: %s of %q is %v, configured %v", key, ifName, got, want)
+		return spec.Errorf(spec.ErrInternal, "%s of %q is %v, configured %v", key, ifName, got, want)
 	}
 	switch {
 	case c.mac != nil && !bytes.Equal(c.mac, st.mac):

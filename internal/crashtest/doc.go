@@ -1,0 +1,21 @@
+// Package crashtest checks crash consistency systematically: it runs a
+// network's ADD through `patchbay add` under a tracer, SIGKILLs whichever
+// process (patchbay or a plugin) makes the N-th state-changing system call
+// (file creation, write, link, rename, removal, metadata change, netlink or
+// nftables message) before that call runs, for N = 1, 2, ... until the ADD
+// completes (then the same for DEL, after a clean ADD); after each kill it
+// sends the DEL a runtime sends (then GC for
+// a 1.1.0 network) and checks after each that nothing is left: every link, address,
+// route, nftables rule, file under the state directories and attachment
+// lock must be one that a clean ADD+DEL leaves too (a bridge, the IPAM
+// lock file), and the container's sysctls must hold their old values.
+//
+// Each plugin adds one Case (see crash_test.go). The tracer is our own (see
+// trace.go) rather than strace's inject=...:when=N: strace counts per
+// thread and per system call, and Go spreads a process's calls over its
+// threads, so N would not name one step of the ADD.
+//
+// The tracer knows amd64's system call numbers only: on other
+// architectures the package is empty (this doc file) and its tests do not
+// exist; every machine running `make test` today is amd64.
+package crashtest
