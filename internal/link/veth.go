@@ -9,6 +9,8 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/patchbay-cni/patchbay/spec"
 )
 
 // defaultTxQLen is the kernel's DEFAULT_TX_QUEUE_LEN (ether_setup).
@@ -101,7 +103,9 @@ func (cont *NS) CheckNameFree(name string) error {
 	case err != nil:
 		return fmt.Errorf("look up %q in %s: %w", name, cont.Path, err)
 	case l != nil:
-		return fmt.Errorf("container interface %q already exists in %s", name, cont.Path)
+		// Code 4: CNI_IFNAME names an interface the container already has
+		// (an earlier ADD of this attachment, or someone else's link).
+		return spec.Errorf(spec.ErrInvalidEnvironment, "interface %q already exists in %s (CNI_IFNAME must name a new interface)", name, cont.Path)
 	}
 	return nil
 }

@@ -66,10 +66,11 @@ func Gone(path string) bool {
 	return errors.Is(err, os.ErrNotExist) || !Exists(path)
 }
 
-// CNIError turns a failure inside the namespace at path into a CNI error for
-// plugin who: CNI errors pass through; a vanished namespace is code 3
-// (unknown container); anything else is code 999 naming the namespace.
-func CNIError(who, path string, err error) error {
+// CNIError turns a failure inside the namespace at path into a CNI error:
+// CNI errors pass through; a vanished namespace is code 3 (unknown
+// container); anything else is code 999 naming the namespace. (No plugin
+// name: the runtime names the plugin, see skel's package doc.)
+func CNIError(path string, err error) error {
 	if err == nil {
 		return nil
 	}
@@ -78,7 +79,7 @@ func CNIError(who, path string, err error) error {
 		return err
 	}
 	if Gone(path) {
-		return spec.Errorf(spec.ErrUnknownContainer, "%s: network namespace %q does not exist: %v", who, path, err)
+		return spec.Errorf(spec.ErrUnknownContainer, "network namespace %q does not exist: %v", path, err)
 	}
-	return spec.Errorf(spec.ErrInternal, "%s in %s: %v", who, path, err)
+	return spec.Errorf(spec.ErrInternal, "in network namespace %s: %v", path, err)
 }

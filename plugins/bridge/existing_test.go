@@ -36,7 +36,7 @@ func TestIfnameTakenCreatesNothing(t *testing.T) {
 	in(t, cont, "ip", "link", "add", "eth0", "type", "veth", "peer", "name", "peer0")
 	conf := h.conf("1.1.0", map[string]any{"isGateway": true}, "10.30.0.0/24")
 	out, code := h.run("ADD", conf, "taken1", contPath, "eth0")
-	if code == 0 || !strings.Contains(out, `\"eth0\" already exists`) {
+	if code == 0 || !strings.Contains(out, `\"eth0\" already exists`) || !strings.Contains(out, `"code":4`) {
 		t.Fatalf("ADD with eth0 taken: code %d: %s", code, out)
 	}
 	if out := in(t, h.host, "ip", "-o", "link"); strings.Contains(out, "pbbr0") || strings.Contains(out, "veth") {

@@ -29,12 +29,12 @@ func Plugin() skel.Plugin {
 func add(a *skel.CmdArgs) (*spec.Result, error) {
 	cont, err := link.OpenContainer(a.Netns)
 	if err != nil {
-		return nil, netns.CNIError("loopback", a.Netns, err)
+		return nil, netns.CNIError(a.Netns, err)
 	}
 	defer cont.Close()
 	res, err := setLoUp(cont, a.Netns)
 	if err != nil {
-		return nil, netns.CNIError("loopback", a.Netns, err)
+		return nil, netns.CNIError(a.Netns, err)
 	}
 	// In a chain, a previous result is passed through unchanged (spec §5).
 	if a.Conf.PrevResult != nil {
@@ -76,7 +76,7 @@ func loResult(sandbox string, lo netlink.Link, addrs []netlink.Addr) *spec.Resul
 func del(a *skel.CmdArgs) error {
 	cont, err := link.OpenIfExists(a.Netns)
 	if cont == nil {
-		return netns.CNIError("loopback", a.Netns, err)
+		return netns.CNIError(a.Netns, err)
 	}
 	defer cont.Close()
 	lo, err := cont.LinkByName("lo")
@@ -84,7 +84,7 @@ func del(a *skel.CmdArgs) error {
 		return nil // nothing to undo
 	}
 	if err := cont.H.LinkSetDown(lo); err != nil && !netns.Gone(a.Netns) {
-		return netns.CNIError("loopback", a.Netns, err)
+		return netns.CNIError(a.Netns, err)
 	}
 	return nil
 }
@@ -92,12 +92,12 @@ func del(a *skel.CmdArgs) error {
 func check(a *skel.CmdArgs) error {
 	cont, err := link.OpenContainer(a.Netns)
 	if err != nil {
-		return netns.CNIError("loopback", a.Netns, err)
+		return netns.CNIError(a.Netns, err)
 	}
 	defer cont.Close()
 	lo, err := cont.LinkByName("lo")
 	if err != nil {
-		return netns.CNIError("loopback", a.Netns, fmt.Errorf("find lo: %w", err))
+		return netns.CNIError(a.Netns, fmt.Errorf("find lo: %w", err))
 	}
 	if lo.Attrs().Flags&net.FlagUp == 0 {
 		return spec.Errorf(spec.ErrInternal, "loopback interface lo in %s is down", a.Netns)

@@ -181,5 +181,5 @@ func internal(what string, err error) error {
 	if errors.As(err, &ce) {
 		return err
 	}
-	return spec.Errorf(spec.ErrInternal, "portmap: %s: %v", what, err)
+	return spec.Errorf(spec.ErrInternal, "%s: %v", what, err)
 }

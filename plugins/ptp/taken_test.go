@@ -16,7 +16,7 @@ func TestIfnameTakenChangesNothing(t *testing.T) {
 	in(t, cont, "ip", "link", "add", "eth0", "type", "veth", "peer", "name", "peer0")
 	dataDir := t.TempDir()
 	out, code := run(t, hostPath, "ADD", conf(t, dataDir, false, "10.41.0.0/24"), "taken1", contPath)
-	if code == 0 || !strings.Contains(out, `\"eth0\" already exists`) {
+	if code == 0 || !strings.Contains(out, `\"eth0\" already exists`) || !strings.Contains(out, `"code":4`) {
 		t.Fatalf("ADD with eth0 taken: code %d: %s", code, out)
 	}
 	if fwd := in(t, host, "cat", "/proc/sys/net/ipv4/ip_forward"); fwd != "0" {

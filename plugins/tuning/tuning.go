@@ -48,7 +48,7 @@ func add(a *skel.CmdArgs) (*spec.Result, error) {
 		err = cont.Do(func() error { return apply(a, c, cont, file) })
 	}
 	if err != nil {
-		return nil, netns.CNIError("tuning", a.Netns, err)
+		return nil, netns.CNIError(a.Netns, err)
 	}
 	return updateResult(a.Conf.PrevResult, a.IfName, c), nil
 }
@@ -291,7 +291,7 @@ func del(a *skel.CmdArgs) error {
 	}
 	cont, err := link.OpenIfExists(a.Netns)
 	if err != nil {
-		return netns.CNIError("tuning", a.Netns, err)
+		return netns.CNIError(a.Netns, err)
 	}
 	if cont == nil {
 		return removeSaved(file) // nothing left to restore into
@@ -304,7 +304,7 @@ func del(a *skel.CmdArgs) error {
 		return nil
 	})
 	if err != nil && !netns.Gone(a.Netns) {
-		return netns.CNIError("tuning", a.Netns, err)
+		return netns.CNIError(a.Netns, err)
 	}
 	return removeSaved(file)
 }
@@ -325,10 +325,10 @@ func check(a *skel.CmdArgs) error {
 	}
 	cont, err := link.OpenContainer(a.Netns)
 	if err != nil {
-		return netns.CNIError("tuning", a.Netns, err)
+		return netns.CNIError(a.Netns, err)
 	}
 	defer cont.Close()
-	return netns.CNIError("tuning", a.Netns, cont.Do(func() error {
+	return netns.CNIError(a.Netns, cont.Do(func() error {
 		for _, s := range c.sysctls {
 			cur, err := readSysctl(s)
 			if err != nil {
