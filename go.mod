@@ -3,6 +3,7 @@ module github.com/patchbay-cni/patchbay
 go 1.26.0
 
 require (
+	github.com/godbus/dbus/v5 v5.1.0
 	github.com/google/nftables v0.3.0
 	github.com/mdlayher/netlink v1.7.3-0.20250113171957-fbb4dce95f42
 	github.com/vishvananda/netlink v1.3.1

@@ -522,6 +522,49 @@ func (b *nftBackend) Remove(sel Selector) error {
 				}
 			}
 		}
+		for i := range sel.Rules {
+			r := &sel.Rules[i]
+			if !present[r.Chain.s] {
+				continue
+			}
+			ex, err := nftExprs(t.Family, r)
+			if err != nil {
+				return fmt.Errorf("firewall: rule to remove from %s: %w", r.Chain, err)
+			}
+			rules, err := tx.rulesOf(t, r.Chain.s)
+			if err != nil {
+				return err
+			}
+			for _, g := range rules {
+				if sameRule(g, wantRule{exprs: ex, comment: r.Comment.s}) && !slices.Contains(selected, g) {
+					selected = append(selected, g)
+				}
+			}
+		}
+		if len(sel.Prune) > 0 {
+			v, err := tx.view(t, present)
+			if err != nil {
+				return err
+			}
+			removed := map[ruleRef]bool{}
+			for _, r := range selected {
+				removed[v.ref(r)] = true
+			}
+			for _, n := range planPrunes(v, sel.Prune, removed, drop) {
+				dropOrder = append(dropOrder, n)
+			}
+			for ref := range removed {
+				if r := v.rules[ref.chain][ref.i]; !slices.Contains(selected, r) {
+					selected = append(selected, r)
+				}
+			}
+		}
+		if sel.DropEmptyTable && len(drop) == len(present) {
+			tx.c.DelTable(t)
+			tx.msgs++
+			tx.bytes += 128
+			return tx.commit()
+		}
 		for _, r := range selected {
 			if drop[r.Chain.Name] {
 				continue // flushed with its chain
@@ -538,6 +581,41 @@ func (b *nftBackend) Remove(sel Selector) error {
 		}
 		return tx.commit()
 	})
+}
+
+// nftView is a table's chains and rules for planning prunes.
+type nftView struct {
+	t     *nftables.Table
+	names []string
+	rules map[string][]*nftables.Rule
+}
+
+// view reads every chain of the table (its rules once per transaction).
+func (tx *nftTx) view(t *nftables.Table, present map[string]bool) (*nftView, error) {
+	v := &nftView{t: t, rules: map[string][]*nftables.Rule{}}
+	for n := range present {
+		rules, err := tx.rulesOf(t, n)
+		if err != nil {
+			return nil, err
+		}
+		v.names = append(v.names, n)
+		v.rules[n] = rules
+	}
+	slices.Sort(v.names)
+	return v, nil
+}
+
+func (v *nftView) ref(r *nftables.Rule) ruleRef {
+	return ruleRef{r.Chain.Name, slices.Index(v.rules[r.Chain.Name], r)}
+}
+
+func (v *nftView) chainNames() []string       { return v.names }
+func (v *nftView) ruleCount(chain string) int { return len(v.rules[chain]) }
+func (v *nftView) targetOf(r ruleRef) string  { return nftTarget(v.rules[r.chain][r.i]) }
+func (v *nftView) builtin(string) bool        { return false }
+func (v *nftView) equal(r ruleRef, want *Rule) bool {
+	ex, err := nftExprs(v.t.Family, want)
+	return err == nil && sameRule(v.rules[r.chain][r.i], wantRule{exprs: ex, comment: want.Comment.s})
 }
 
 // nftTarget is the chain a rule jumps or goes to, if any.
