@@ -12,6 +12,7 @@ import (
 	"sort"
 
 	"github.com/patchbay-cni/patchbay/plugins/bridge"
+	"github.com/patchbay-cni/patchbay/plugins/firewall"
 	"github.com/patchbay-cni/patchbay/plugins/hostlocal"
 	"github.com/patchbay-cni/patchbay/plugins/loopback"
 	"github.com/patchbay-cni/patchbay/plugins/portmap"
@@ -24,6 +25,7 @@ import (
 // plugins lists every plugin linked into this binary. Keep it sorted by type.
 var plugins = []skel.Plugin{
 	bridge.Plugin(),
+	firewall.Plugin(),
 	hostlocal.Plugin(),
 	loopback.Plugin(),
 	portmap.Plugin(),
