@@ -550,9 +550,7 @@ func (b *nftBackend) Remove(sel Selector) error {
 			for _, r := range selected {
 				removed[v.ref(r)] = true
 			}
-			for _, n := range planPrunes(v, sel.Prune, removed, drop) {
-				dropOrder = append(dropOrder, n)
-			}
+			dropOrder = append(dropOrder, planPrunes(v, sel.Prune, removed, drop)...)
 			for ref := range removed {
 				if r := v.rules[ref.chain][ref.i]; !slices.Contains(selected, r) {
 					selected = append(selected, r)
