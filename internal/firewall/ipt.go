@@ -429,7 +429,9 @@ type iptView struct {
 func (v *iptView) chainNames() []string       { return v.names }
 func (v *iptView) ruleCount(chain string) int { return len(v.st.rules[chain]) }
 func (v *iptView) targetOf(r ruleRef) string  { return v.st.rules[r.chain][r.i].target() }
-func (v *iptView) builtin(chain string) bool  { return v.st.builtin[chain] }
+func (v *iptView) deletable(chain string, hook *Hook) bool {
+	return hook == nil && !v.st.builtin[chain]
+}
 func (v *iptView) equal(r ruleRef, want *Rule) bool {
 	if want.Family != AnyFamily && want.Family != v.fam {
 		return false

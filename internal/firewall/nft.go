@@ -100,6 +100,7 @@ type nftTx struct {
 	c *nftables.Conn
 	// what has been read (per family: chain names by table; per chain: rules)
 	chainsByFam map[nftables.TableFamily]map[string]map[string]bool
+	chainInfo   map[string]*nftables.Chain // by ckey
 	rules       map[string][]*nftables.Rule
 	// what has been queued
 	tables, chains, shared map[string]bool
@@ -107,7 +108,7 @@ type nftTx struct {
 }
 
 func newTx(s *Session, c *nftables.Conn) *nftTx {
-	return &nftTx{s: s, c: c, chainsByFam: map[nftables.TableFamily]map[string]map[string]bool{},
+	return &nftTx{s: s, c: c, chainsByFam: map[nftables.TableFamily]map[string]map[string]bool{}, chainInfo: map[string]*nftables.Chain{},
 		rules: map[string][]*nftables.Rule{}, tables: map[string]bool{}, chains: map[string]bool{}, shared: map[string]bool{}}
 }
 
@@ -132,6 +133,7 @@ func (tx *nftTx) present(t *nftables.Table) (map[string]bool, error) {
 				byTable[ch.Table.Name] = map[string]bool{}
 			}
 			byTable[ch.Table.Name][ch.Name] = true
+			tx.chainInfo[ckey(ch.Table, ch.Name)] = ch
 		}
 		tx.chainsByFam[t.Family] = byTable
 	}
@@ -583,6 +585,7 @@ func (b *nftBackend) Remove(sel Selector) error {
 
 // nftView is a table's chains and rules for planning prunes.
 type nftView struct {
+	tx    *nftTx
 	t     *nftables.Table
 	names []string
 	rules map[string][]*nftables.Rule
@@ -590,7 +593,7 @@ type nftView struct {
 
 // view reads every chain of the table (its rules once per transaction).
 func (tx *nftTx) view(t *nftables.Table, present map[string]bool) (*nftView, error) {
-	v := &nftView{t: t, rules: map[string][]*nftables.Rule{}}
+	v := &nftView{tx: tx, t: t, rules: map[string][]*nftables.Rule{}}
 	for n := range present {
 		rules, err := tx.rulesOf(t, n)
 		if err != nil {
@@ -610,7 +613,21 @@ func (v *nftView) ref(r *nftables.Rule) ruleRef {
 func (v *nftView) chainNames() []string       { return v.names }
 func (v *nftView) ruleCount(chain string) int { return len(v.rules[chain]) }
 func (v *nftView) targetOf(r ruleRef) string  { return nftTarget(v.rules[r.chain][r.i]) }
-func (v *nftView) builtin(string) bool        { return false }
+
+// deletable: a base chain must have the hook, type and priority given.
+func (v *nftView) deletable(chain string, hook *Hook) bool {
+	c := v.tx.chainInfo[ckey(v.t, chain)]
+	if c == nil {
+		return false
+	}
+	if hook == nil || c.Hooknum == nil {
+		return hook == nil && c.Hooknum == nil
+	}
+	want, err := nftChain(v.t, &Chain{Name: Name{s: chain}, Hook: hook})
+	return err == nil && *c.Hooknum == *want.Hooknum && c.Type == want.Type &&
+		c.Priority != nil && *c.Priority == *want.Priority
+}
+
 func (v *nftView) equal(r ruleRef, want *Rule) bool {
 	ex, err := nftExprs(v.t.Family, want)
 	return err == nil && sameRule(v.rules[r.chain][r.i], wantRule{exprs: ex, comment: want.Comment.s})

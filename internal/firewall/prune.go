@@ -11,11 +11,16 @@ import "slices"
 // considered in order, each seeing the earlier ones done, so a chain that
 // only an earlier pruned chain led to can go too.
 //
+// Hook says what the chain was made as (nil: a regular chain; else the
+// base chain of that hook): a chain of the name that is something else was
+// not made by the caller and stays. Built-in iptables chains never go.
+//
 // This is how the firewall plugin leaves the rule set as it found it when
 // its last attachment goes, without ever deleting a chain an operator or
 // another program still uses.
 type Prune struct {
 	Chain Name
+	Hook  *Hook
 	Idle  []Rule
 	From  []Rule
 }
@@ -38,8 +43,9 @@ type tableView interface {
 	// equal reports whether a rule is want, rendered by this backend
 	// (false for a rule that does not render in this table).
 	equal(r ruleRef, want *Rule) bool
-	// builtin reports whether a chain is a built-in or base chain.
-	builtin(chain string) bool
+	// deletable reports whether a chain can be deleted and is what hook
+	// says (a base chain of that hook, or a regular chain for nil).
+	deletable(chain string, hook *Hook) bool
 }
 
 // planPrunes decides which of prunes go, given the rules already being
@@ -89,7 +95,7 @@ func planPrunes(v tableView, prunes []Prune, removed map[ruleRef]bool, dropped m
 				from = append(from, r)
 			}
 		}
-		if busy || v.builtin(name) {
+		if busy || !v.deletable(name, p.Hook) {
 			continue
 		}
 		dropped[name] = true

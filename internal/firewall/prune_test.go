@@ -44,7 +44,7 @@ func pruneSel(rs *Ruleset, jump, toAdmin Rule, rules []Rule) Selector {
 	return Selector{Table: rs.Table, Rules: rules, DropEmptyTable: true, Prune: []Prune{
 		{Chain: toAdmin.Chain, Idle: []Rule{toAdmin}, From: []Rule{jump}},
 		{Chain: toAdmin.Verdict.(Jump).Chain},
-		{Chain: jump.Chain},
+		{Chain: jump.Chain, Hook: &Hook{Type: "filter", Hook: "forward"}},
 	}}
 }
 

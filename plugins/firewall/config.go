@@ -167,11 +167,10 @@ func validZone(z string) error {
 
 // request is one attachment as the rules need it.
 type request struct {
-	att     fw.Attachment
-	ips     []netip.Addr
-	policy  string
-	bridge  string // the bridge for same-bridge/isolated ("" otherwise)
-	hostIfs []string
+	att    fw.Attachment
+	ips    []netip.Addr
+	policy string
+	bridge string // the bridge for same-bridge/isolated ("" otherwise)
 }
 
 // newRequest reads the attachment from prevResult: every address of it
@@ -186,11 +185,6 @@ func newRequest(a *skel.CmdArgs, p *parsed, prev *spec.Result) (*request, error)
 		ad := ip.Address.Addr().Unmap()
 		if !containsAddr(r.ips, ad) {
 			r.ips = append(r.ips, ad)
-		}
-	}
-	for i, in := range prev.Interfaces {
-		if i > 0 && in != nil && in.Sandbox == "" && in.Name != "" {
-			r.hostIfs = append(r.hostIfs, in.Name)
 		}
 	}
 	if p.policy == policyOpen {

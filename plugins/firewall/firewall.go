@@ -17,10 +17,7 @@ import (
 	"os/exec"
 	"slices"
 
-	"github.com/vishvananda/netlink"
-
 	fw "github.com/patchbay-cni/patchbay/internal/firewall"
-	"github.com/patchbay-cni/patchbay/internal/link"
 	"github.com/patchbay-cni/patchbay/skel"
 	"github.com/patchbay-cni/patchbay/spec"
 )
@@ -54,7 +51,6 @@ type state struct {
 	zone    string
 	policy  string
 	bridge  fw.IfName // zero without an ingress policy
-	hostIfs []string
 	ips     []netip.Addr
 	comment fw.Comment // the nftables per-address rules' comment
 	owner   fw.Owner   // and its owner
@@ -69,7 +65,7 @@ func newState(p *parsed, att fw.Attachment, backend string) (*state, error) {
 
 func (st *state) record() *record {
 	return &record{ContainerID: st.att.ContainerID, IfName: st.att.IfName, Backend: st.backend, AdminChain: st.admin.String(),
-		Zone: st.zone, Policy: st.policy, Bridge: st.bridge.String(), HostIfs: st.hostIfs, IPs: st.ips}
+		Zone: st.zone, Policy: st.policy, Bridge: st.bridge.String(), IPs: st.ips}
 }
 
 // fromRecord fills in what the record says the ADD did; a field that does
@@ -88,11 +84,6 @@ func (st *state) fromRecord(rec *record) {
 	if rec.Bridge != "" {
 		if b, err := fw.ParseIfName("bridge", rec.Bridge, 0); err == nil {
 			st.bridge = b
-		}
-	}
-	for _, h := range rec.HostIfs {
-		if _, err := fw.ParseIfName("hostInterfaces", h, 0); err == nil {
-			st.hostIfs = append(st.hostIfs, h)
 		}
 	}
 	if len(st.ips) == 0 {
@@ -137,7 +128,7 @@ func add(a *skel.CmdArgs) (*spec.Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	st.ips, st.hostIfs = r.ips, r.hostIfs
+	st.ips = r.ips
 	if r.bridge != "" {
 		if st.bridge, err = fw.ParseIfName("prevResult.interfaces[0].name", r.bridge, 0); err != nil {
 			return nil, err
@@ -152,7 +143,7 @@ func add(a *skel.CmdArgs) (*spec.Result, error) {
 		defer s.Close()
 		if err := setup(a.Ctx, s, st); err != nil {
 			// A refused ADD leaves nothing of itself.
-			if uerr := teardown(a.Ctx, s, st, a.Log); uerr != nil {
+			if uerr := teardown(a.Ctx, s, st, dropBridge(p.dataDir, st, path), a.Log); uerr != nil {
 				a.Log.Warn("ADD failed and its cleanup too", "err", uerr)
 			} else if rerr := removeRecord(path); rerr != nil {
 				a.Log.Warn("ADD failed; its record stays", "err", rerr)
@@ -293,7 +284,7 @@ func del(a *skel.CmdArgs) error {
 		}
 		if prev := a.Conf.PrevResult; prev != nil && perr == nil {
 			if r, err := newRequest(a, p, prev); err == nil {
-				st.ips, st.hostIfs = r.ips, r.hostIfs
+				st.ips = r.ips
 				if r.bridge != "" {
 					st.bridge, _ = fw.ParseIfName("bridge", r.bridge, 0)
 				}
@@ -307,19 +298,28 @@ func del(a *skel.CmdArgs) error {
 		}
 		s := fw.NewSession()
 		defer s.Close()
-		if err := teardown(a.Ctx, s, st, a.Log); err != nil {
+		if err := teardown(a.Ctx, s, st, dropBridge(p.dataDir, st, path), a.Log); err != nil {
 			return internal("DEL", err)
 		}
 		return removeRecord(path)
 	})
 }
 
-// teardown removes what st's ADD made; missing pieces are fine. The
-// bridge's isolation rules go only when the bridge has no port left but
-// the departing container's.
-func teardown(ctx context.Context, s *fw.Session, st *state, log *slog.Logger) error {
+// dropBridge reports whether the attachment's bridge isolation rules go
+// with it: no other attachment's record names the bridge.
+func dropBridge(dataDir string, st *state, path string) bool {
+	if st.bridge.String() == "" {
+		return false
+	}
+	c, err := liveClaims(dataDir, map[string]bool{path: true})
+	return err == nil && !c.bridges[st.bridge.String()]
+}
+
+// teardown removes what st's ADD made; missing pieces are fine. With
+// dropBridge, the bridge's isolation rules go too.
+func teardown(ctx context.Context, s *fw.Session, st *state, dropBridge bool, log *slog.Logger) error {
 	var bridge fw.IfName
-	if st.bridge.String() != "" && bridgeUnused(st.bridge.String(), st.hostIfs) {
+	if dropBridge {
 		bridge = st.bridge
 	}
 	switch st.backend {
@@ -337,7 +337,7 @@ func teardown(ctx context.Context, s *fw.Session, st *state, log *slog.Logger) e
 				}
 			}
 		}
-		if bridge.String() == "" && st.bridge.String() == "" {
+		if st.bridge.String() == "" {
 			return nil
 		}
 		return iptRemove(s, st, nil, bridge)
@@ -357,37 +357,6 @@ func iptRemove(s *fw.Session, st *state, ips []netip.Addr, bridge fw.IfName) err
 		fam = fams[0]
 	}
 	return s.Backend(fw.IPTables).Remove(iptLayout().removal(fam, st.admin, ips, fw.Owner{}, bridge))
-}
-
-// bridgeUnused reports whether the bridge is gone or has no port but
-// those in mine (the departing attachment's host interfaces), in the
-// calling thread's network namespace.
-func bridgeUnused(name string, mine []string) bool {
-	h, err := link.Current()
-	if err != nil {
-		return false
-	}
-	defer h.Close()
-	br, err := h.H.LinkByName(name)
-	if err != nil {
-		var nf netlink.LinkNotFoundError
-		return errors.As(err, &nf)
-	}
-	var links []netlink.Link
-	for i := 0; i < 3; i++ {
-		if links, err = h.H.LinkList(); !errors.Is(err, netlink.ErrDumpInterrupted) {
-			break
-		}
-	}
-	if err != nil {
-		return false
-	}
-	for _, l := range links {
-		if l.Attrs().MasterIndex == br.Attrs().Index && !slices.Contains(mine, l.Attrs().Name) {
-			return false
-		}
-	}
-	return true
 }
 
 func gc(a *skel.CmdArgs) error {
@@ -413,7 +382,7 @@ func gc(a *skel.CmdArgs) error {
 				stale[path] = true
 			}
 		}
-		live, err := claimed(p.dataDir, stale)
+		live, err := liveClaims(p.dataDir, stale)
 		if err != nil {
 			return err
 		}
@@ -429,11 +398,12 @@ func gc(a *skel.CmdArgs) error {
 			}
 			st.fromRecord(rec)
 			// Another live attachment's address keeps its (ownerless) rules.
-			st.ips = slices.DeleteFunc(st.ips, func(a netip.Addr) bool { return live[a] })
+			st.ips = slices.DeleteFunc(st.ips, func(a netip.Addr) bool { return live.addrs[a] })
 			if st.backend == "" {
 				st.backend = chooseBackend(a.Ctx, "")
 			}
-			if err := teardown(a.Ctx, s, st, a.Log); err != nil {
+			dropBridge := st.bridge.String() != "" && !live.bridges[st.bridge.String()]
+			if err := teardown(a.Ctx, s, st, dropBridge, a.Log); err != nil {
 				errs = append(errs, err)
 				continue
 			}

@@ -236,7 +236,7 @@ func (l layout) removal(fam fw.Family, admin fw.Name, ips []netip.Addr, owner fw
 		{Chain: chainStage2, Idle: []fw.Rule{stageReturn(chainStage2)}},
 	}
 	if l.kind == fw.NFTables {
-		sel.Prune = append(sel.Prune, fw.Prune{Chain: nftEntry})
+		sel.Prune = append(sel.Prune, fw.Prune{Chain: nftEntry, Hook: l.entry.Hook})
 	}
 	return sel
 }

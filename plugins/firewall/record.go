@@ -21,7 +21,8 @@ import (
 // for DEL or GC to finish with. The reference layout's iptables rules and
 // firewalld's zone sources carry no owner, so the records are how DEL
 // without prevResult and GC find an attachment's addresses, bridge and
-// backend (a backend chosen at ADD because firewalld ran stays the one DEL
+// backend, and how a DEL knows whether other attachments are still on its
+// bridge (a backend chosen at ADD because firewalld ran stays the one DEL
 // talks to). Everything read back is validated again before use.
 type record struct {
 	ContainerID string       `json:"containerID"`
@@ -31,7 +32,6 @@ type record struct {
 	Zone        string       `json:"zone,omitempty"`
 	Policy      string       `json:"ingressPolicy,omitempty"`
 	Bridge      string       `json:"bridge,omitempty"`
-	HostIfs     []string     `json:"hostInterfaces,omitempty"`
 	IPs         []netip.Addr `json:"ips"`
 }
 
@@ -115,18 +115,25 @@ func networkRecords(dataDir, network string) (map[string]*record, error) {
 	return out, nil
 }
 
-// claimed lists the addresses that records of every network hold, but for
-// the records in except: GC keeps the rules of an address another live
-// attachment still has (rules without an owner are shared by address).
-func claimed(dataDir string, except map[string]bool) (map[netip.Addr]bool, error) {
+// claims are what the records of every network in a dataDir hold.
+type claims struct {
+	addrs   map[netip.Addr]bool
+	bridges map[string]bool
+}
+
+// liveClaims reads every record in dataDir but those in except (the
+// attachments being removed). An address another live attachment still has
+// keeps its rules (the reference layout's rules are shared by address),
+// and a bridge one of them is on keeps its isolation rules.
+func liveClaims(dataDir string, except map[string]bool) (*claims, error) {
+	out := &claims{addrs: map[netip.Addr]bool{}, bridges: map[string]bool{}}
 	nets, err := os.ReadDir(dataDir)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
+		return out, nil
 	}
 	if err != nil {
 		return nil, spec.Errorf(spec.ErrIOFailure, "firewall: list %s: %v", dataDir, err)
 	}
-	out := map[netip.Addr]bool{}
 	for _, n := range nets {
 		if !n.IsDir() {
 			continue
@@ -140,7 +147,10 @@ func claimed(dataDir string, except map[string]bool) (map[netip.Addr]bool, error
 				continue
 			}
 			for _, a := range rec.IPs {
-				out[a] = true
+				out.addrs[a] = true
+			}
+			if rec.Bridge != "" {
+				out.bridges[rec.Bridge] = true
 			}
 		}
 	}
