@@ -43,3 +43,4 @@ if [ ! -x "$REF_BIN/cnitool" ]; then
 	GOBIN="$REF_BIN" go install "github.com/containernetworking/cni/cnitool@$CNITOOL_VERSION"
 fi
 bash "$(dirname "${BASH_SOURCE[0]}")/podman-deps.sh"
+bash "$(dirname "${BASH_SOURCE[0]}")/firewalld-deps.sh"
