@@ -23,7 +23,7 @@ import (
 // again, and DEL without a netns, succeed.
 func TestAddCheckDel(t *testing.T) {
 	for _, backend := range []string{backendIPT, backendNFT} {
-		for _, v := range []string{"0.2.0", "0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0"} {
+		for _, v := range []string{"0.1.0", "0.2.0", "0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0"} {
 			t.Run(backend+"/"+v, func(t *testing.T) {
 				n := newNode(t)
 				before := n.state()
