@@ -1,7 +1,6 @@
 package interop
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -100,30 +99,6 @@ func newPodmanMounts(t *testing.T) *podmanMounts {
 	return m
 }
 
-// podman runs podman in the mount namespace and the test host netns.
-func (m *podmanMounts) podman(e *podmanEnv, timeout time.Duration, args ...string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	full := append([]string{"--mount=" + m.ns, "--net=" + e.hostNSPath, "podman", "--root", e.root, "--runroot", e.runroot, "--storage-driver", "vfs"}, args...)
-	cmd := exec.CommandContext(ctx, "nsenter", full...)
-	cmd.Env = append(os.Environ(), "CONTAINERS_CONF="+e.confFile, "CONTAINERS_STORAGE_CONF="+e.storConf)
-	cmd.WaitDelay = 2 * time.Second
-	out, err := cmd.CombinedOutput()
-	if ctx.Err() != nil {
-		err = fmt.Errorf("podman %s: timed out after %v: %w", strings.Join(args, " "), timeout, err)
-	}
-	return strings.TrimSpace(string(out)), err
-}
-
-func (m *podmanMounts) mustPodman(t *testing.T, e *podmanEnv, timeout time.Duration, args ...string) string {
-	t.Helper()
-	out, err := m.podman(e, timeout, args...)
-	if err != nil {
-		t.Fatalf("podman %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return out
-}
-
 // TestPodmanDefaultNetworkOnOurPlugins: Podman 4.3 (CNI backend) on its
 // own default network, as Debian ships it (bridge + portmap + firewall +
 // tuning, no key changed) and as Podman generates it when no conflist
@@ -161,11 +136,12 @@ func podmanDefaultNetwork(t *testing.T, pluginDir, conflist string) {
 	}
 	m := newPodmanMounts(t)
 	e := newPodmanEnv(t, hostPath, pluginDir)
+	e.mountNS = m.ns
 	if conflist != "" {
 		writeFile(t, filepath.Join(e.netDir, "87-podman-bridge.conflist"), conflist)
 	}
 	rootfs := busyboxRootfs(t, pmBody)
-	if out := m.mustPodman(t, e, 20*time.Second, "network", "ls", "--format", "{{.Name}} {{.Driver}}"); !strings.Contains(out, "podman bridge") {
+	if out := e.mustPodman(t, 20*time.Second, "network", "ls", "--format", "{{.Name}} {{.Driver}}"); !strings.Contains(out, "podman bridge") {
 		t.Fatalf("podman does not list its default network:\n%s", out)
 	}
 	before := testutil.FirewallState(t, hostNS)
@@ -173,7 +149,7 @@ func podmanDefaultNetwork(t *testing.T, pluginDir, conflist string) {
 	const name = "pbpd-web"
 	var ctr podmanInspect
 	t.Cleanup(func() {
-		if out, err := m.podman(e, 60*time.Second, "rm", "-f", "--ignore", "-t", "0", name); err != nil {
+		if out, err := e.podman(60*time.Second, "rm", "-f", "--ignore", "-t", "0", name); err != nil {
 			t.Errorf("cleanup: podman rm -f %s: %v\n%s", name, err, out)
 		}
 		for _, pid := range pidsMentioning(ctr.ID) {
@@ -183,9 +159,9 @@ func podmanDefaultNetwork(t *testing.T, pluginDir, conflist string) {
 			}
 		}
 	})
-	m.mustPodman(t, e, 60*time.Second, "run", "-d", "--name", name, "-p", pmHostPort+":80",
+	e.mustPodman(t, 60*time.Second, "run", "-d", "--name", name, "-p", pmHostPort+":80",
 		"--rootfs", rootfs, "/bin/busybox", "httpd", "-f", "-p", "80", "-h", "/www")
-	out := m.mustPodman(t, e, 20*time.Second, "inspect", name)
+	out := e.mustPodman(t, 20*time.Second, "inspect", name)
 	var all []podmanInspect
 	if err := json.Unmarshal([]byte(out), &all); err != nil || len(all) != 1 {
 		t.Fatalf("podman inspect: %v\n%s", err, out)
@@ -200,7 +176,7 @@ func podmanDefaultNetwork(t *testing.T, pluginDir, conflist string) {
 		t.Fatalf("podman reports %q gateway %q, want an address in 10.88.0.0/16 via 10.88.0.1", nw.IPAddress, nw.Gateway)
 	}
 	t.Logf("container %.12s: %s/%d", ctr.ID, ip, nw.IPPrefixLen)
-	if out, err := m.podman(e, 20*time.Second, "exec", name, "/bin/ping", "-c1", "-W2", "10.88.0.1"); err != nil {
+	if out, err := e.podman(20*time.Second, "exec", name, "/bin/ping", "-c1", "-W2", "10.88.0.1"); err != nil {
 		t.Errorf("container cannot ping its gateway: %v\n%s", err, out)
 	}
 	hostURL := "http://" + net.JoinHostPort(pmHostAddr, pmHostPort) + "/"
@@ -219,7 +195,7 @@ func podmanDefaultNetwork(t *testing.T, pluginDir, conflist string) {
 		t.Errorf("firewall records in /run/cni/firewall/podman: %v", recs)
 	}
 
-	m.mustPodman(t, e, 60*time.Second, "rm", "-f", "-t", "0", name)
+	e.mustPodman(t, 60*time.Second, "rm", "-f", "-t", "0", name)
 	after := testutil.FirewallState(t, hostNS)
 	for _, gone := range []string{ip.String() + "/", ip.String() + " ", ":" + pmHostPort, "dport " + pmHostPort, "CNI-FORWARD", "CNI-ADMIN"} {
 		if strings.Contains(after, gone) {

@@ -15,12 +15,12 @@ import (
 func scaffold(t *testing.T, k Kind, fam Family, addr string) (*Ruleset, Rule, Rule, []Rule) {
 	t.Helper()
 	a := netip.MustParseAddr(addr)
-	fwd, admin := mustName("PBT-FWD"), mustName("PBT-ADMIN")
-	entryName, hook := mustName("FORWARD"), &Hook{Type: "filter", Hook: "forward"}
-	table := Table{Kind: IPTables, Name: mustName("filter"), Family: fam}
+	fwd, admin := MustName("PBT-FWD"), MustName("PBT-ADMIN")
+	entryName, hook := MustName("FORWARD"), &Hook{Type: "filter", Hook: "forward"}
+	table := Table{Kind: IPTables, Name: MustName("filter"), Family: fam}
 	if k == NFTables {
-		entryName = mustName("fwd")
-		table = Table{Kind: NFTables, NFTFamily: "inet", Name: mustName("pbtest_prune")}
+		entryName = MustName("fwd")
+		table = Table{Kind: NFTables, NFTFamily: "inet", Name: MustName("pbtest_prune")}
 	}
 	jump := Rule{Chain: entryName, Comment: mustComment(t, "to fwd"), Verdict: Jump{Chain: fwd}, First: true}
 	toAdmin := Rule{Chain: fwd, Comment: mustComment(t, "to admin"), Verdict: Jump{Chain: admin}, First: true}
@@ -105,7 +105,7 @@ func TestRemoveRulesAndPrune(t *testing.T) {
 			}
 
 			// Something foreign in the admin chain keeps it (and only it).
-			foreign := Rule{Chain: mustName("PBT-ADMIN"), Comment: mustComment(t, "operator"), Verdict: Drop{}}
+			foreign := Rule{Chain: MustName("PBT-ADMIN"), Comment: mustComment(t, "operator"), Verdict: Drop{}}
 			rs1.Shared[2].Rules = []Rule{foreign}
 			do(func(b Backend) error {
 				if err := b.Apply(rs1); err != nil {
@@ -119,7 +119,7 @@ func TestRemoveRulesAndPrune(t *testing.T) {
 			}
 			// A foreign jump into the shared chain keeps it.
 			rs1.Shared[2].Rules = nil
-			other := &Chain{Name: mustName("PBT-OTHER"), Rules: []Rule{{Comment: mustComment(t, "someone"), Verdict: Jump{Chain: mustName("PBT-FWD")}}}}
+			other := &Chain{Name: MustName("PBT-OTHER"), Rules: []Rule{{Comment: mustComment(t, "someone"), Verdict: Jump{Chain: MustName("PBT-FWD")}}}}
 			rs1.Owned = []*Chain{other}
 			do(func(b Backend) error {
 				if err := b.Apply(rs1); err != nil {

@@ -38,36 +38,20 @@ import (
 // jumps lead to it (firewall.Prune), and a bridge's isolation rules go
 // when the bridge has no port left but the departing container's.
 
-func mustName(s string) fw.Name {
-	n, err := fw.ParseName("name", s)
-	if err != nil {
-		panic(err)
-	}
-	return n
-}
-
-func mustComment(s string) fw.Comment {
-	c, err := fw.NewComment("comment", s)
-	if err != nil {
-		panic(err)
-	}
-	return c
-}
-
 var (
-	tableFilter  = mustName("filter")
-	chainFORWARD = mustName("FORWARD")
-	chainFwd     = mustName("CNI-FORWARD")
-	chainStage1  = mustName("CNI-ISOLATION-STAGE-1")
-	chainStage2  = mustName("CNI-ISOLATION-STAGE-2")
-	nftEntry     = mustName("forward")
-	nftTable     = fw.Table{Kind: fw.NFTables, NFTFamily: "inet", Name: mustName("patchbay_firewall")}
+	tableFilter  = fw.MustName("filter")
+	chainFORWARD = fw.MustName("FORWARD")
+	chainFwd     = fw.MustName("CNI-FORWARD")
+	chainStage1  = fw.MustName("CNI-ISOLATION-STAGE-1")
+	chainStage2  = fw.MustName("CNI-ISOLATION-STAGE-2")
+	nftEntry     = fw.MustName("forward")
+	nftTable     = fw.Table{Kind: fw.NFTables, NFTFamily: "inet", Name: fw.MustName("patchbay_firewall")}
 
-	cmRules      = mustComment("CNI firewall plugin rules")
-	cmAdmin      = mustComment("CNI firewall plugin admin overrides")
-	cmPolicy     = mustComment("CNI firewall plugin rules (ingressPolicy: same-bridge|isolated)")
-	cmSameBridge = mustComment("CNI firewall plugin rules (ingressPolicy: same-bridge)")
-	cmIsolated   = mustComment("CNI firewall plugin rules (ingressPolicy: isolated)")
+	cmRules      = fw.MustComment("CNI firewall plugin rules")
+	cmAdmin      = fw.MustComment("CNI firewall plugin admin overrides")
+	cmPolicy     = fw.MustComment("CNI firewall plugin rules (ingressPolicy: same-bridge|isolated)")
+	cmSameBridge = fw.MustComment("CNI firewall plugin rules (ingressPolicy: same-bridge)")
+	cmIsolated   = fw.MustComment("CNI firewall plugin rules (ingressPolicy: isolated)")
 
 	ctReplies = fw.CtState{States: []string{"RELATED", "ESTABLISHED"}}
 )
