@@ -67,6 +67,38 @@ func TestAddCheckDel(t *testing.T) {
 	}
 }
 
+// TestIPv6Only: an IPv6-only attachment gets ip6tables (or ip6 nftables)
+// rules only, with an ingress policy too; CHECK passes; DEL leaves the
+// rule set as before.
+func TestIPv6Only(t *testing.T) {
+	for _, backend := range []string{backendIPT, backendNFT} {
+		t.Run(backend, func(t *testing.T) {
+			n := newNode(t)
+			before := n.state()
+			l := n.list(bridgeFirewall("1.1.0", "fw6", "fwbr6", "", "fd48::/64", `,"backend":"`+backend+`","ingressPolicy":"same-bridge"`))
+			res := n.mustAdd(l, "s1", nil)
+			ip6 := addrOf(t, res, true)
+			if backend == backendIPT {
+				if !n.iptablesHas(true, "-A CNI-FORWARD -s "+ip6+"/128 -j ACCEPT") || !n.iptablesHas(true, "-i fwbr6 ! -o fwbr6") {
+					t.Errorf("ip6tables rules missing:\n%s", n.state())
+				}
+				if n.iptablesHas(false, "CNI-") {
+					t.Errorf("iptables (IPv4) rules for an IPv6-only attachment:\n%s", n.state())
+				}
+			} else if out := n.sh("nft", "list", "ruleset"); !strings.Contains(out, "ip6 saddr "+ip6+" accept") || strings.Contains(out, "ip saddr") {
+				t.Errorf("nftables rules:\n%s", out)
+			}
+			if err := n.check(l, "s1"); err != nil {
+				t.Errorf("CHECK: %v", err)
+			}
+			n.mustDel(l, "s1")
+			if after := n.state(); after != before {
+				t.Fatalf("left:\nbefore:\n%s\nafter:\n%s", before, after)
+			}
+		})
+	}
+}
+
 // wantRules checks that the attachment's per-address rules are there (or
 // not).
 func wantRules(t *testing.T, n *node, backend, ip4, ip6 string, present bool) {

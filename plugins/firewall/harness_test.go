@@ -174,12 +174,15 @@ func addrOf(t *testing.T, res *spec.Result, v6 bool) string {
 }
 
 // bridgeFirewall is bridge (ours, host-local) + firewall with extra
-// firewall keys, dual-stack.
+// firewall keys; either subnet may be "" (single-stack).
 func bridgeFirewall(version, name, br, sub4, sub6, fwKeys string) string {
-	ranges := fmt.Sprintf(`[{"subnet":%q}]`, sub4)
-	if sub6 != "" {
-		ranges += fmt.Sprintf(`,[{"subnet":%q}]`, sub6)
+	var sets []string
+	for _, sub := range []string{sub4, sub6} {
+		if sub != "" {
+			sets = append(sets, fmt.Sprintf(`[{"subnet":%q}]`, sub))
+		}
 	}
+	ranges := strings.Join(sets, ",")
 	return fmt.Sprintf(`{"cniVersion":%q,"name":%q,"plugins":[
  {"type":"bridge","bridge":%q,"isGateway":true,
   "ipam":{"type":"host-local","dataDir":"{{DIR}}/ipam","ranges":[%s],"routes":[{"dst":"0.0.0.0/0"}]}},
