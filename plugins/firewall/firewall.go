@@ -282,12 +282,15 @@ func del(a *skel.CmdArgs) error {
 		if err != nil {
 			return err
 		}
-		if prev := a.Conf.PrevResult; prev != nil && perr == nil {
-			if r, err := newRequest(a, p, prev); err == nil {
-				st.ips = r.ips
-				if r.bridge != "" {
-					st.bridge, _ = fw.ParseIfName("bridge", r.bridge, 0)
+		if prev := a.Conf.PrevResult; prev != nil {
+			// The addresses even when the rest does not validate.
+			for _, ip := range prev.IPs {
+				if ip != nil && ip.Address.IsValid() && !containsAddr(st.ips, ip.Address.Addr().Unmap()) {
+					st.ips = append(st.ips, ip.Address.Addr().Unmap())
 				}
+			}
+			if r, err := newRequest(a, p, prev); err == nil && r.bridge != "" {
+				st.bridge, _ = fw.ParseIfName("bridge", r.bridge, 0)
 			}
 		}
 		if rec != nil {

@@ -94,16 +94,24 @@ func TestDelAfterLostState(t *testing.T) {
 }
 
 // TestDelWithBadConfig: a DEL whose configuration no longer validates
-// still removes the attachment's rules (by its record) and succeeds.
+// still removes the attachment's rules (by its record, or by prevResult's
+// addresses when the record is gone) and succeeds.
 func TestDelWithBadConfig(t *testing.T) {
-	n := newNode(t)
-	before := n.state()
-	good := bridgeFirewall("1.0.0", "fwbad", "fwbrbad", "10.41.0.0/24", "", `,"backend":"iptables"`)
-	n.mustAdd(n.list(good), "b1", nil)
-	bad := strings.Replace(good, `"backend":"iptables"`, `"backend":"bogus","ingressPolicy":"closed"`, 1)
-	n.mustDel(n.list(bad), "b1")
-	if after := n.state(); after != before {
-		t.Fatalf("left:\nbefore:\n%s\nafter:\n%s", before, after)
+	for _, keepRecord := range []bool{true, false} {
+		n := newNode(t)
+		before := n.state()
+		good := bridgeFirewall("1.0.0", "fwbad", "fwbrbad", "10.41.0.0/24", "", `,"backend":"iptables"`)
+		n.mustAdd(n.list(good), "b1", nil)
+		if !keepRecord {
+			if err := os.RemoveAll(filepath.Join(n.dir, "fw")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		bad := strings.Replace(good, `"backend":"iptables"`, `"iptablesAdminChainName":"DROP","ingressPolicy":"closed"`, 1)
+		n.mustDel(n.list(bad), "b1")
+		if after := n.state(); after != before {
+			t.Fatalf("record kept=%v: left:\nbefore:\n%s\nafter:\n%s", keepRecord, before, after)
+		}
 	}
 }
 
