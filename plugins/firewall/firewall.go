@@ -100,13 +100,17 @@ func (st *state) want(addrs bool) *want {
 }
 
 // chooseBackend is the configured backend, or, when "backend" is absent,
-// firewalld if it runs and iptables otherwise (the reference's rule).
+// firewalld if it runs and iptables otherwise (the reference's rule) —
+// nftables on a host without iptables-restore, where the reference fails.
 func chooseBackend(ctx context.Context, configured string) string {
 	if configured != "" {
 		return configured
 	}
 	if firewalldRunning(ctx) {
 		return backendFirewalld
+	}
+	if _, err := exec.LookPath("iptables-restore"); err != nil {
+		return backendNFT
 	}
 	return backendIPT
 }

@@ -335,3 +335,29 @@ func TestConcurrentSameBridge(t *testing.T) {
 		})
 	}
 }
+
+// TestDefaultBackendWithoutIptables: no "backend", no firewalld, and no
+// iptables-restore in PATH: the nftables backend is used (the reference
+// fails here), and DEL finds it through the record.
+func TestDefaultBackendWithoutIptables(t *testing.T) {
+	n := newNode(t)
+	before := n.state()
+	n.container("ctr1")
+	path := os.Getenv("PATH")
+	t.Setenv("PATH", "/nonexistent")
+	conf := map[string]any{"cniVersion": "1.1.0", "name": "noipt", "type": "firewall", "dataDir": n.dir + "/fw", "prevResult": prevResult(true)}
+	out, code := runPlugin(t, n, "ADD", conf)
+	os.Setenv("PATH", path) // the checks below run nft and iptables-save
+	if code != 0 {
+		t.Fatalf("ADD: %s", out)
+	}
+	if st := n.state(); !strings.Contains(st, "table inet patchbay_firewall") || !strings.Contains(st, "ip saddr 10.33.0.5 accept") {
+		t.Errorf("no nftables rules:\n%s", st)
+	}
+	if out, code := runPlugin(t, n, "DEL", conf); code != 0 {
+		t.Fatalf("DEL: %s", out)
+	}
+	if after := n.state(); after != before {
+		t.Fatalf("left:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+}
