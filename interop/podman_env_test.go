@@ -24,6 +24,9 @@ type podmanEnv struct {
 	netDir     string // network_config_dir: our conflist
 	root       string
 	runroot    string
+	// mountNS, if set, is a mount namespace (/proc/PID/ns/mnt) podman
+	// runs in as well (see podmanMounts).
+	mountNS string
 }
 
 // requirePodman fails (never skips) when the peers scripts/podman-deps.sh
@@ -111,6 +114,9 @@ func (e *podmanEnv) podman(timeout time.Duration, args ...string) (string, error
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	full := append([]string{"--net=" + e.hostNSPath, "podman", "--root", e.root, "--runroot", e.runroot, "--storage-driver", "vfs"}, args...)
+	if e.mountNS != "" {
+		full = append([]string{"--mount=" + e.mountNS}, full...)
+	}
 	cmd := exec.CommandContext(ctx, "nsenter", full...)
 	cmd.Env = append(os.Environ(), "CONTAINERS_CONF="+e.confFile, "CONTAINERS_STORAGE_CONF="+e.storConf)
 	cmd.WaitDelay = 2 * time.Second

@@ -56,3 +56,4 @@ for v in ${RUNTIME_CNITOOL_VERSIONS:-v1.1.2 v1.2.3 v1.3.0}; do
 	fi
 done
 bash "$(dirname "${BASH_SOURCE[0]}")/podman-deps.sh"
+bash "$(dirname "${BASH_SOURCE[0]}")/firewalld-deps.sh"

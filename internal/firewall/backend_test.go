@@ -37,7 +37,7 @@ func everyMatch(t *testing.T, k Kind, fam Family, owner string) *Ruleset {
 		a, p, lo, hi = netip.MustParseAddr("2001:db8::7"), netip.MustParsePrefix("2001:db8:1::/48"), netip.MustParseAddr("2001:db8::1"), netip.MustParseAddr("2001:db8::9")
 	}
 	cm := mustComment(t, owner+` a "quoted" it's \ x`)
-	shared, own, other := mustName("PBTEST-SHARED"), mustName("PBTEST-OWN"), mustName("PBTEST-OTHER")
+	shared, own, other := MustName("PBTEST-SHARED"), MustName("PBTEST-OWN"), MustName("PBTEST-OTHER")
 	mark := Mark{Value: 0x10, Mask: 0xf0}
 	rs := &Ruleset{
 		Owner: Owner{Prefix: owner},
@@ -59,14 +59,14 @@ func everyMatch(t *testing.T, k Kind, fam Family, owner string) *Ruleset {
 		},
 	}
 	if k == IPTables {
-		rs.Table = Table{Kind: IPTables, Name: mustName("nat"), Family: fam}
+		rs.Table = Table{Kind: IPTables, Name: MustName("nat"), Family: fam}
 		rs.Rules = append(rs.Rules, Rule{Chain: other, Family: fam, Comment: cm, Match: []Match{DPorts{Proto: TCP, Ports: []uint16{1, 2, 3}}}, Verdict: Return{}}) // nat refuses DROP
 	} else {
-		rs.Table = Table{Kind: NFTables, NFTFamily: "inet", Name: mustName("pbtest")}
+		rs.Table = Table{Kind: NFTables, NFTFamily: "inet", Name: MustName("pbtest")}
 		// A nat base chain leads to the others, so the kernel validates
 		// their expressions for its hook: prerouting allows DNAT, not
 		// masquerade.
-		rs.Shared = append(rs.Shared, &Chain{Name: mustName("pre"), Hook: &Hook{Type: "nat", Hook: "prerouting", Priority: -100}, Mode: Exactly,
+		rs.Shared = append(rs.Shared, &Chain{Name: MustName("pre"), Hook: &Hook{Type: "nat", Hook: "prerouting", Priority: -100}, Mode: Exactly,
 			Rules: []Rule{{Verdict: Jump{Chain: shared}}}})
 		rs.Owned[0].Rules[2].Verdict = Accept{}
 		rs.Rules = append(rs.Rules, Rule{Chain: other, Family: fam, Comment: cm, Verdict: Drop{}})
@@ -114,7 +114,7 @@ func TestBackendsRoundTrip(t *testing.T) {
 				if err := b.Apply(rs2); err != nil {
 					t.Fatalf("%s %s: Apply of a second owner: %v", k, fam, err)
 				}
-				sel := Selector{Table: rs.Table, Owner: rs.Owner, Chains: []Name{mustName("PBTEST-OWN")}}
+				sel := Selector{Table: rs.Table, Owner: rs.Owner, Chains: []Name{MustName("PBTEST-OWN")}}
 				if err := b.Remove(sel); err != nil {
 					t.Fatalf("%s %s: Remove: %v", k, fam, err)
 				}
@@ -199,7 +199,7 @@ func TestConcurrentApply(t *testing.T) {
 				errs <- netns.Do(hostPath, func() error {
 					owner := "own" + string(rune('a'+i))
 					rs := everyMatch(t, k, IPv4, owner)
-					rs.Owned[0].Name = mustName("PBTEST-OWN-" + owner)
+					rs.Owned[0].Name = MustName("PBTEST-OWN-" + owner)
 					rs.Rules[0].Verdict = Jump{Chain: rs.Owned[0].Name}
 					s := NewSession()
 					defer s.Close()

@@ -24,7 +24,12 @@
 // (Present, Exactly, Seed), chains of its own, and its rules in shared
 // chains, all tagged with a comment its Owner selects. A Backend has three
 // verbs: Apply (write only what is missing or wrong; all or nothing),
-// Check, and Remove (by Selector: DEL and GC). The layouts stay the
+// Check, and Remove (by Selector: DEL and GC). A Selector picks rules by
+// owner, or by value for layouts whose rules carry no owner (the reference
+// firewall plugin's), and may Prune shared chains once nothing needs them
+// (only their own scaffolding left, only expected jumps leading to them,
+// made as the caller made them), so a last DEL can leave the rule set as
+// it found it. The layouts stay the
 // callers' (masquerade and macspoofchk keep the reference plugins' tables,
 // chains and comments, so a node can switch between the reference and us).
 //
@@ -54,13 +59,12 @@
 // TestBackendsRoundTrip applies a ruleset with every match and verdict and
 // checks Check, a second Apply that writes nothing, and Remove.
 //
-// The firewall plugin (issue 9) builds its layout once as Rulesets —
-// chains such as CNI-FORWARD and the admin chain (iptablesAdminChainName,
-// validated by ParseChain), per-container accept rules tagged with the
-// attachment, isolation chains for ingressPolicy same-bridge/isolated — and
-// hands them to the nftables or iptables Backend chosen by its "backend"
-// key. firewalld does not take rules but zone membership over D-Bus, so it
-// is one level up: the plugin's own interface (allow/revoke a container's
-// addresses) has two implementations, one building Rulesets for any
-// Backend here and one talking to firewalld; no rule plumbing is copied.
+// The firewall plugin (plugins/firewall) builds the reference firewall
+// plugin's layout as Rulesets — CNI-FORWARD and the admin chain
+// (iptablesAdminChainName, validated by ParseChain), ownerless per-address
+// rules kept Present and removed by value, per-bridge isolation chains —
+// for the iptables Backend, and the same chains in a table of its own with
+// owner-tagged rules (AttachmentComment) for the nftables Backend.
+// firewalld does not take rules but zone membership over D-Bus, so it
+// lives in the plugin, beside the two; no rule plumbing is copied.
 package firewall

@@ -238,7 +238,7 @@ func (b *iptBackend) Apply(rss ...*Ruleset) error {
 			return fmt.Errorf("firewall: an iptables ruleset needs a family")
 		}
 	}
-	return withLock(iptLock, func() error {
+	return WithLock(iptLock, func() error {
 		type done struct {
 			fam  Family
 			undo *iptScript
@@ -293,7 +293,7 @@ func (b *iptBackend) Remove(sel Selector) error {
 	if err != nil {
 		return err
 	}
-	return withLock(iptLock, func() error {
+	return WithLock(iptLock, func() error {
 		var errs []error
 		fams := families(sel.Table.Family)
 		for _, fam := range fams {
@@ -304,7 +304,7 @@ func (b *iptBackend) Remove(sel Selector) error {
 					break
 				}
 				var s *iptScript
-				if s, err = planRemove(st, sel, table); err != nil || s.empty() {
+				if s, err = planRemove(st, sel, table, fam); err != nil || s.empty() {
 					break
 				}
 				if err = iptRestore(fam, s); err == nil {
@@ -323,7 +323,7 @@ func (b *iptBackend) Remove(sel Selector) error {
 	})
 }
 
-func planRemove(st *iptState, sel Selector, table string) (*iptScript, error) {
+func planRemove(st *iptState, sel Selector, table string, fam Family) (*iptScript, error) {
 	s := &iptScript{table: table}
 	var in []string
 	for _, n := range sel.In {
@@ -365,6 +365,39 @@ func planRemove(st *iptState, sel Selector, table string) (*iptScript, error) {
 			}
 		}
 	}
+	for i := range sel.Rules {
+		r := &sel.Rules[i]
+		if r.Family != AnyFamily && r.Family != fam {
+			continue
+		}
+		toks, err := iptTokens(fam, r)
+		if err != nil {
+			return nil, fmt.Errorf("firewall: rule to remove from %s: %w", r.Chain, err)
+		}
+		c := iptCanon(toks)
+		for _, g := range st.rules[r.Chain.s] {
+			if g.canon == c && !slices.Contains(selected, g) {
+				selected = append(selected, g)
+			}
+		}
+	}
+	if len(sel.Prune) > 0 {
+		v := &iptView{st: st, fam: fam}
+		for n := range st.chains {
+			v.names = append(v.names, n)
+		}
+		slices.Sort(v.names)
+		removed := map[ruleRef]bool{}
+		for _, r := range selected {
+			removed[ruleRef{r.chain, slices.Index(st.rules[r.chain], r)}] = true
+		}
+		dropOrder = append(dropOrder, planPrunes(v, sel.Prune, removed, drop)...)
+		for ref := range removed {
+			if r := st.rules[ref.chain][ref.i]; !slices.Contains(selected, r) {
+				selected = append(selected, r)
+			}
+		}
+	}
 	for _, r := range selected {
 		if drop[r.chain] {
 			continue
@@ -384,6 +417,27 @@ func planRemove(st *iptState, sel Selector, table string) (*iptScript, error) {
 		}
 	}
 	return s, nil
+}
+
+// iptView is an iptables-save table for planning prunes.
+type iptView struct {
+	st    *iptState
+	fam   Family
+	names []string
+}
+
+func (v *iptView) chainNames() []string       { return v.names }
+func (v *iptView) ruleCount(chain string) int { return len(v.st.rules[chain]) }
+func (v *iptView) targetOf(r ruleRef) string  { return v.st.rules[r.chain][r.i].target() }
+func (v *iptView) deletable(chain string, hook *Hook) bool {
+	return hook == nil && !v.st.builtin[chain]
+}
+func (v *iptView) equal(r ruleRef, want *Rule) bool {
+	if want.Family != AnyFamily && want.Family != v.fam {
+		return false
+	}
+	toks, err := iptTokens(v.fam, want)
+	return err == nil && v.st.rules[r.chain][r.i].canon == iptCanon(toks)
 }
 
 func (b *iptBackend) Check(rs *Ruleset) error {

@@ -32,11 +32,11 @@ type Attachment struct {
 }
 
 var (
-	masqTable  = Table{Kind: NFTables, NFTFamily: "inet", Name: mustName("cni_plugins_masquerade")}
-	masqChecks = mustName("masq_checks")
-	masqPost   = mustName("postrouting")
-	natTable   = mustName("nat")
-	postrouted = mustName("POSTROUTING")
+	masqTable  = Table{Kind: NFTables, NFTFamily: "inet", Name: MustName("cni_plugins_masquerade")}
+	masqChecks = MustName("masq_checks")
+	masqPost   = MustName("postrouting")
+	natTable   = MustName("nat")
+	postrouted = MustName("POSTROUTING")
 	mcast4     = netip.MustParsePrefix("224.0.0.0/4")
 	mcast6     = netip.MustParsePrefix("ff00::/8")
 )

@@ -100,6 +100,7 @@ type nftTx struct {
 	c *nftables.Conn
 	// what has been read (per family: chain names by table; per chain: rules)
 	chainsByFam map[nftables.TableFamily]map[string]map[string]bool
+	chainInfo   map[string]*nftables.Chain // by ckey
 	rules       map[string][]*nftables.Rule
 	// what has been queued
 	tables, chains, shared map[string]bool
@@ -107,7 +108,7 @@ type nftTx struct {
 }
 
 func newTx(s *Session, c *nftables.Conn) *nftTx {
-	return &nftTx{s: s, c: c, chainsByFam: map[nftables.TableFamily]map[string]map[string]bool{},
+	return &nftTx{s: s, c: c, chainsByFam: map[nftables.TableFamily]map[string]map[string]bool{}, chainInfo: map[string]*nftables.Chain{},
 		rules: map[string][]*nftables.Rule{}, tables: map[string]bool{}, chains: map[string]bool{}, shared: map[string]bool{}}
 }
 
@@ -132,6 +133,7 @@ func (tx *nftTx) present(t *nftables.Table) (map[string]bool, error) {
 				byTable[ch.Table.Name] = map[string]bool{}
 			}
 			byTable[ch.Table.Name][ch.Name] = true
+			tx.chainInfo[ckey(ch.Table, ch.Name)] = ch
 		}
 		tx.chainsByFam[t.Family] = byTable
 	}
@@ -522,6 +524,47 @@ func (b *nftBackend) Remove(sel Selector) error {
 				}
 			}
 		}
+		for i := range sel.Rules {
+			r := &sel.Rules[i]
+			if !present[r.Chain.s] {
+				continue
+			}
+			ex, err := nftExprs(t.Family, r)
+			if err != nil {
+				return fmt.Errorf("firewall: rule to remove from %s: %w", r.Chain, err)
+			}
+			rules, err := tx.rulesOf(t, r.Chain.s)
+			if err != nil {
+				return err
+			}
+			for _, g := range rules {
+				if sameRule(g, wantRule{exprs: ex, comment: r.Comment.s}) && !slices.Contains(selected, g) {
+					selected = append(selected, g)
+				}
+			}
+		}
+		if len(sel.Prune) > 0 {
+			v, err := tx.view(t, present)
+			if err != nil {
+				return err
+			}
+			removed := map[ruleRef]bool{}
+			for _, r := range selected {
+				removed[v.ref(r)] = true
+			}
+			dropOrder = append(dropOrder, planPrunes(v, sel.Prune, removed, drop)...)
+			for ref := range removed {
+				if r := v.rules[ref.chain][ref.i]; !slices.Contains(selected, r) {
+					selected = append(selected, r)
+				}
+			}
+		}
+		if sel.DropEmptyTable && len(drop) == len(present) {
+			tx.c.DelTable(t)
+			tx.msgs++
+			tx.bytes += 128
+			return tx.commit()
+		}
 		for _, r := range selected {
 			if drop[r.Chain.Name] {
 				continue // flushed with its chain
@@ -538,6 +581,56 @@ func (b *nftBackend) Remove(sel Selector) error {
 		}
 		return tx.commit()
 	})
+}
+
+// nftView is a table's chains and rules for planning prunes.
+type nftView struct {
+	tx    *nftTx
+	t     *nftables.Table
+	names []string
+	rules map[string][]*nftables.Rule
+}
+
+// view reads every chain of the table (its rules once per transaction).
+func (tx *nftTx) view(t *nftables.Table, present map[string]bool) (*nftView, error) {
+	v := &nftView{tx: tx, t: t, rules: map[string][]*nftables.Rule{}}
+	for n := range present {
+		rules, err := tx.rulesOf(t, n)
+		if err != nil {
+			return nil, err
+		}
+		v.names = append(v.names, n)
+		v.rules[n] = rules
+	}
+	slices.Sort(v.names)
+	return v, nil
+}
+
+func (v *nftView) ref(r *nftables.Rule) ruleRef {
+	return ruleRef{r.Chain.Name, slices.Index(v.rules[r.Chain.Name], r)}
+}
+
+func (v *nftView) chainNames() []string       { return v.names }
+func (v *nftView) ruleCount(chain string) int { return len(v.rules[chain]) }
+func (v *nftView) targetOf(r ruleRef) string  { return nftTarget(v.rules[r.chain][r.i]) }
+
+// deletable: a base chain must have the hook, type and priority given.
+func (v *nftView) deletable(chain string, hook *Hook) bool {
+	c := v.tx.chainInfo[ckey(v.t, chain)]
+	if c == nil {
+		return false
+	}
+	if hook == nil || c.Hooknum == nil {
+		return hook == nil && c.Hooknum == nil
+	}
+	want, err := nftChain(v.t, &Chain{Name: Name{s: chain}, Hook: hook})
+	return err == nil && *c.Hooknum == *want.Hooknum && c.Type == want.Type &&
+		c.Priority != nil && *c.Priority == *want.Priority
+}
+
+func (v *nftView) equal(r ruleRef, want *Rule) bool {
+	ex, err := nftExprs(v.t.Family, want)
+	return err == nil && sameRule(v.rules[r.chain][r.i], wantRule{exprs: ex, comment: want.Comment.s})
 }
 
 // nftTarget is the chain a rule jumps or goes to, if any.

@@ -196,15 +196,18 @@ func (r *iptRule) target() string {
 type iptState struct {
 	chains map[string]bool
 	rules  map[string][]*iptRule
+	// builtin chains have a policy ("ACCEPT", "DROP"), user chains "-".
+	builtin map[string]bool
 }
 
 func parseIPTSave(out string) *iptState {
-	st := &iptState{chains: map[string]bool{}, rules: map[string][]*iptRule{}}
+	st := &iptState{chains: map[string]bool{}, rules: map[string][]*iptRule{}, builtin: map[string]bool{}}
 	for _, line := range strings.Split(out, "\n") {
 		switch {
 		case strings.HasPrefix(line, ":"):
-			if name, _, ok := strings.Cut(line[1:], " "); ok {
+			if name, rest, ok := strings.Cut(line[1:], " "); ok {
 				st.chains[name] = true
+				st.builtin[name] = !strings.HasPrefix(rest, "- ")
 			}
 		case strings.HasPrefix(line, "-A "):
 			toks := splitRule(line)

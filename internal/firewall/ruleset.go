@@ -129,6 +129,18 @@ type Selector struct {
 	In          []Name
 	Chains      []Name
 	ChainPrefix string
+	// Rules are removed from their Rule.Chain wherever an equal rule is
+	// there (every copy): rules that carry no owner's comment, such as the
+	// reference firewall plugin's per-address rules. In an iptables table
+	// of one family, rules of the other family are skipped.
+	Rules []Rule
+	// Prune lists shared chains to delete if, after the above, nothing
+	// needs them (see Prune).
+	Prune []Prune
+	// DropEmptyTable deletes an nftables table all of whose chains are
+	// being deleted (with whatever else it holds); iptables tables are
+	// built in and stay.
+	DropEmptyTable bool
 }
 
 // Backend programs rulesets in one kind of kernel firewall. A Backend comes

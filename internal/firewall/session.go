@@ -82,8 +82,11 @@ func retryable(err error) bool {
 // cannot send.)
 const nftLock = "/run/patchbay-nftables.lock"
 
-// withLock runs f holding an exclusive flock on path.
-func withLock(path string, f func() error) error {
+// WithLock runs f holding an exclusive flock on path: how our plugins
+// serialise read-decide-write cycles across processes (the backends use
+// one lock each; a plugin may hold one of its own around them, never the
+// other way round).
+func WithLock(path string, f func() error) error {
 	fd, err := unix.Open(path, unix.O_CREAT|unix.O_RDWR|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		return fmt.Errorf("open %s: %w", path, err)
@@ -105,7 +108,7 @@ func (s *Session) nftRetry(f func(tx *nftTx) error) error {
 		if c, err = s.conn(); err != nil {
 			return err
 		}
-		err = withLock(nftLock, func() error { return f(newTx(s, c)) })
+		err = WithLock(nftLock, func() error { return f(newTx(s, c)) })
 		if err == nil {
 			return nil
 		}

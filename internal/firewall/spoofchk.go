@@ -13,8 +13,8 @@ import (
 // macspoofchk-<id>, where id is "<containerID>-<ifname>".
 
 var (
-	spoofTable      = Table{Kind: NFTables, NFTFamily: "bridge", Name: mustName("nat")}
-	spoofPrerouting = mustName("PREROUTING")
+	spoofTable      = Table{Kind: NFTables, NFTFamily: "bridge", Name: MustName("nat")}
+	spoofPrerouting = MustName("PREROUTING")
 )
 
 // spoofNames are the chains and comment of id; an id too long for a

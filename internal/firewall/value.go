@@ -127,13 +127,24 @@ func shortID(id string, max int) string {
 	return id[:max-33] + "-" + hex.EncodeToString(sum[:])[:32]
 }
 
-// mustName is ParseName for this package's own names.
-func mustName(s string) Name {
+// MustName is ParseName for names fixed in code (package-level values):
+// it panics on a name that does not validate.
+func MustName(s string) Name {
 	n, err := ParseName("name", s)
 	if err != nil {
 		panic(err)
 	}
 	return n
+}
+
+// MustComment is NewComment for comments fixed in code; it panics on one
+// that does not validate.
+func MustComment(s string) Comment {
+	c, err := NewComment("comment", s)
+	if err != nil {
+		panic(err)
+	}
+	return c
 }
 
 // Comment is a rule comment: printable ASCII, at most MaxComment bytes.

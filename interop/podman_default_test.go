@@ -1,0 +1,227 @@
+package interop
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/patchbay-cni/patchbay/internal/testutil"
+)
+
+// debianPodmanConflist is /etc/cni/net.d/87-podman-bridge.conflist as
+// Debian's podman 4.3.1 package ships it, byte for byte: the network
+// Podman uses when no network is named (default_network "podman").
+const debianPodmanConflist = `{
+  "cniVersion": "0.4.0",
+  "name": "podman",
+  "plugins": [
+    {
+      "type": "bridge",
+      "bridge": "cni-podman0",
+      "isGateway": true,
+      "ipMasq": true,
+      "hairpinMode": true,
+      "ipam": {
+        "type": "host-local",
+        "routes": [{ "dst": "0.0.0.0/0" }],
+        "ranges": [
+          [
+            {
+              "subnet": "10.88.0.0/16",
+              "gateway": "10.88.0.1"
+            }
+          ]
+        ]
+      }
+    },
+    {
+      "type": "portmap",
+      "capabilities": {
+        "portMappings": true
+      }
+    },
+    {
+      "type": "firewall"
+    },
+    {
+      "type": "tuning"
+    }
+  ]
+}
+`
+
+// podmanMounts is a private mount namespace, held by a process of ours,
+// in which podman runs: temp dirs cover /var/lib/cni and /run/cni there,
+// so that the default conflist runs unchanged (host-local's default
+// dataDir, the firewall plugin's records and libcni's result cache all
+// land in the test's dirs, not the machine's), and the network namespaces
+// podman mounts under /run/netns live and die with it.
+type podmanMounts struct {
+	holder *exec.Cmd
+	ns     string // /proc/PID/ns/mnt
+	varLib string // what podman sees as /var/lib/cni
+	run    string // what it sees as /run/cni
+}
+
+func newPodmanMounts(t *testing.T) *podmanMounts {
+	t.Helper()
+	m := &podmanMounts{varLib: t.TempDir(), run: t.TempDir()}
+	m.holder = exec.Command("unshare", "--mount", "--propagation", "private", "sleep", "infinity")
+	if err := m.holder.Start(); err != nil {
+		t.Fatalf("unshare: %v", err)
+	}
+	t.Cleanup(func() {
+		m.holder.Process.Signal(syscall.SIGKILL)
+		m.holder.Wait()
+	})
+	m.ns = fmt.Sprintf("/proc/%d/ns/mnt", m.holder.Process.Pid)
+	self, _ := os.Readlink("/proc/self/ns/mnt")
+	if !waitFor(5*time.Second, func() bool { l, err := os.Readlink(m.ns); return err == nil && l != self }) {
+		t.Fatal("the mount namespace holder did not unshare in 5s")
+	}
+	for target, src := range map[string]string{"/var/lib/cni": m.varLib, "/run/cni": m.run} {
+		// The mount points themselves: CNI's standard directories.
+		if err := os.MkdirAll(target, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := exec.Command("nsenter", "--mount="+m.ns, "mount", "--bind", src, target).CombinedOutput(); err != nil {
+			t.Fatalf("bind %s over %s: %v: %s", src, target, err, out)
+		}
+	}
+	return m
+}
+
+// TestPodmanDefaultNetworkOnOurPlugins: Podman 4.3 (CNI backend) on its
+// own default network, as Debian ships it (bridge + portmap + firewall +
+// tuning, no key changed) and as Podman generates it when no conflist
+// names it, running only our plugins: `podman run -p` without --network
+// gives the container an address in 10.88.0.0/16, it reaches its gateway,
+// the published port answers from the host and from a peer on the uplink,
+// our firewall plugin put the reference's iptables rules in place; after
+// `podman rm -f` no veth, rule naming the container, firewall record,
+// address allocation or cache entry is left.
+func TestPodmanDefaultNetworkOnOurPlugins(t *testing.T) {
+	requirePodman(t)
+	pluginDir := testutil.OurBin(t)
+	for _, typ := range []string{"bridge", "host-local", "portmap", "firewall", "tuning"} {
+		if _, err := os.Stat(filepath.Join(pluginDir, typ)); err != nil {
+			t.Fatalf("our plugin %s is missing from %s (%v): run `make build`", typ, pluginDir, err)
+		}
+	}
+	for _, shape := range []struct{ name, conflist string }{
+		{"debian-shipped", debianPodmanConflist},
+		{"podman-generated", ""},
+	} {
+		t.Run(shape.name, func(t *testing.T) { podmanDefaultNetwork(t, pluginDir, shape.conflist) })
+	}
+}
+
+func podmanDefaultNetwork(t *testing.T, pluginDir, conflist string) {
+	hostNS, hostPath := testutil.NewNS(t, "pdhost")
+	clientNS, clientPath := testutil.NewNS(t, "pdcli")
+	uplink(t, hostNS, clientNS)
+	// iptables-nft makes built-in chains on first use and keeps them:
+	// touched first, the comparison below sees rules only.
+	for _, tool := range []string{"iptables", "ip6tables"} {
+		testutil.InNS(t, hostNS, tool, "-A", "FORWARD", "-j", "RETURN")
+		testutil.InNS(t, hostNS, tool, "-D", "FORWARD", "-j", "RETURN")
+	}
+	m := newPodmanMounts(t)
+	e := newPodmanEnv(t, hostPath, pluginDir)
+	e.mountNS = m.ns
+	if conflist != "" {
+		writeFile(t, filepath.Join(e.netDir, "87-podman-bridge.conflist"), conflist)
+	}
+	rootfs := busyboxRootfs(t, pmBody)
+	if out := e.mustPodman(t, 20*time.Second, "network", "ls", "--format", "{{.Name}} {{.Driver}}"); !strings.Contains(out, "podman bridge") {
+		t.Fatalf("podman does not list its default network:\n%s", out)
+	}
+	before := testutil.FirewallState(t, hostNS)
+
+	const name = "pbpd-web"
+	var ctr podmanInspect
+	t.Cleanup(func() {
+		if out, err := e.podman(60*time.Second, "rm", "-f", "--ignore", "-t", "0", name); err != nil {
+			t.Errorf("cleanup: podman rm -f %s: %v\n%s", name, err, out)
+		}
+		for _, pid := range pidsMentioning(ctr.ID) {
+			if ctr.ID != "" {
+				t.Errorf("cleanup: killing pid %d naming container %.12s", pid, ctr.ID)
+				syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+	})
+	e.mustPodman(t, 60*time.Second, "run", "-d", "--name", name, "-p", pmHostPort+":80",
+		"--rootfs", rootfs, "/bin/busybox", "httpd", "-f", "-p", "80", "-h", "/www")
+	out := e.mustPodman(t, 20*time.Second, "inspect", name)
+	var all []podmanInspect
+	if err := json.Unmarshal([]byte(out), &all); err != nil || len(all) != 1 {
+		t.Fatalf("podman inspect: %v\n%s", err, out)
+	}
+	ctr = all[0]
+	nw, ok := ctr.NetworkSettings.Networks["podman"]
+	if !ok || !ctr.State.Running {
+		t.Fatalf("container not running on the default network podman: %+v", ctr)
+	}
+	ip, err := netip.ParseAddr(nw.IPAddress)
+	if err != nil || !netip.MustParsePrefix("10.88.0.0/16").Contains(ip) || nw.Gateway != "10.88.0.1" {
+		t.Fatalf("podman reports %q gateway %q, want an address in 10.88.0.0/16 via 10.88.0.1", nw.IPAddress, nw.Gateway)
+	}
+	t.Logf("container %.12s: %s/%d", ctr.ID, ip, nw.IPPrefixLen)
+	if out, err := e.podman(20*time.Second, "exec", name, "/bin/ping", "-c1", "-W2", "10.88.0.1"); err != nil {
+		t.Errorf("container cannot ping its gateway: %v\n%s", err, out)
+	}
+	hostURL := "http://" + net.JoinHostPort(pmHostAddr, pmHostPort) + "/"
+	httpGetIn(t, hostPath, hostURL, "host netns")
+	httpGetIn(t, clientPath, hostURL, "uplink peer netns")
+
+	// The firewall plugin ran with its default backend (iptables).
+	ipt, _ := testutil.InNS(t, hostNS, "iptables-save", "-t", "filter")
+	for _, want := range []string{"-A CNI-FORWARD -s " + ip.String() + "/32 -j ACCEPT", `-A FORWARD -m comment --comment "CNI firewall plugin rules" -j CNI-FORWARD`} {
+		if !strings.Contains(ipt, want) {
+			t.Errorf("iptables lacks %q:\n%s", want, ipt)
+		}
+	}
+	recs, _ := filepath.Glob(filepath.Join(m.run, "firewall", "podman", "*.json"))
+	if len(recs) != 1 {
+		t.Errorf("firewall records in /run/cni/firewall/podman: %v", recs)
+	}
+
+	e.mustPodman(t, 60*time.Second, "rm", "-f", "-t", "0", name)
+	after := testutil.FirewallState(t, hostNS)
+	for _, gone := range []string{ip.String() + "/", ip.String() + " ", ":" + pmHostPort, "dport " + pmHostPort, "CNI-FORWARD", "CNI-ADMIN"} {
+		if strings.Contains(after, gone) {
+			t.Errorf("%q left in the rule set after podman rm:\n%s", gone, after)
+		}
+	}
+	// What may remain is shared scaffolding of the bridge plugin's ipMasq
+	// (the reference's layout keeps it) and of portmap.
+	for _, l := range strings.Split(after, "\n") {
+		if !strings.Contains(before, l) {
+			t.Logf("kept after podman rm: %s", l)
+		}
+	}
+	if vs, _ := testutil.InNS(t, hostNS, "ip", "-o", "link", "show", "type", "veth"); strings.Contains(vs, "veth") && !strings.Contains(vs, "up0@") {
+		t.Errorf("veth left: %s", vs)
+	}
+	if recs, _ := filepath.Glob(filepath.Join(m.run, "firewall", "*", "*")); len(recs) != 0 {
+		t.Errorf("firewall records left: %v", recs)
+	}
+	if _, err := os.Stat(filepath.Join(m.varLib, "networks", "podman", ip.String())); !os.IsNotExist(err) {
+		t.Errorf("host-local did not release %s (stat: %v)", ip, err)
+	}
+	if _, err := os.Stat(filepath.Join(m.varLib, "results", "podman-"+ctr.ID+"-eth0")); !os.IsNotExist(err) {
+		t.Errorf("libcni cache entry left (stat: %v)", err)
+	}
+	if !waitFor(5*time.Second, func() bool { return len(pidsMentioning(ctr.ID)) == 0 }) {
+		t.Errorf("processes naming container %.12s still running after podman rm -f: %v", ctr.ID, pidsMentioning(ctr.ID))
+	}
+}
