@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sort"
 
+	"github.com/patchbay-cni/patchbay/plugins/bandwidth"
 	"github.com/patchbay-cni/patchbay/plugins/bridge"
 	"github.com/patchbay-cni/patchbay/plugins/hostlocal"
 	"github.com/patchbay-cni/patchbay/plugins/loopback"
@@ -23,6 +24,7 @@ import (
 
 // plugins lists every plugin linked into this binary. Keep it sorted by type.
 var plugins = []skel.Plugin{
+	bandwidth.Plugin(),
 	bridge.Plugin(),
 	hostlocal.Plugin(),
 	loopback.Plugin(),
