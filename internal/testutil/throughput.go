@@ -4,7 +4,6 @@ import (
 	"io"
 	"net"
 	"net/netip"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -29,7 +28,12 @@ func Throughput(t testing.TB, fromPath, toPath string, addr netip.AddrPort, skip
 	}
 	defer ln.Close()
 
-	var counted atomic.Int64
+	// The rate is bytes over time between two reads that emptied the
+	// socket's queue: the first one after skip (its bytes excluded) and the
+	// first one at or after skip+window (included). A read that fills the
+	// buffer may leave older bytes queued (the reader was late): it does
+	// not mark a time.
+	var rate float64
 	done := make(chan error, 1)
 	go func() {
 		c, err := ln.Accept()
@@ -39,22 +43,21 @@ func Throughput(t testing.TB, fromPath, toPath string, addr netip.AddrPort, skip
 		}
 		defer c.Close()
 		buf := make([]byte, 256<<10)
-		var start, from, until time.Time
-		var total, atFrom int64
+		var start, ta time.Time
+		var total, atA int64
 		for {
 			c.SetReadDeadline(time.Now().Add(10 * time.Second))
 			n, err := c.Read(buf)
 			now := time.Now()
-			if n > 0 && start.IsZero() {
-				start = now
-				from, until = start.Add(skip), start.Add(skip+window)
-			}
-			if !start.IsZero() && now.After(from) && atFrom == 0 {
-				atFrom = total
-			}
 			total += int64(n)
-			if !start.IsZero() && !now.Before(until) {
-				counted.Store(total - int64(n) - atFrom) // bytes that arrived within the window
+			switch {
+			case n == 0 || n == len(buf):
+			case start.IsZero():
+				start = now
+			case ta.IsZero() && now.Sub(start) >= skip:
+				ta, atA = now, total
+			case !ta.IsZero() && now.Sub(start) >= skip+window:
+				rate = float64(total-atA) * 8 / now.Sub(ta).Seconds()
 				done <- nil
 				return
 			}
@@ -88,5 +91,5 @@ func Throughput(t testing.TB, fromPath, toPath string, addr netip.AddrPort, skip
 	if err := <-done; err != nil {
 		t.Fatalf("receive from %s on %s: %v", fromPath, addr, err)
 	}
-	return float64(counted.Load()) * 8 / window.Seconds()
+	return rate
 }

@@ -37,7 +37,7 @@ type netConf struct {
 
 // shape is one direction's token bucket, in the kernel's units.
 type shape struct {
-	rateKey, burstKey string // the keys it came from, for messages
+	rateKey, burstKey   string // the keys it came from, for messages
 	rateBits, burstBits uint64
 	rate                uint64 // bytes per second
 	burst               uint32 // bytes
