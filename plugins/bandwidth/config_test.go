@@ -95,7 +95,7 @@ func TestShapeArithmetic(t *testing.T) {
 		{1_000_000, 800_000, 3125 + 100_000, uint32(800_000 * tick), false},
 		{8, 8, 0 + 1, uint32(1_000_000 * tick), false},
 		{10_000_000, math.MaxInt32, 31250 + 268_435_455, uint32(math.Floor(214_748_364 * tick)), false}, // kubelet's "no limit" at 10 Mbit/s
-		{1_000_000, math.MaxInt32, 3125 + 268_435_455, 0, true},                                          // the same at 1 Mbit/s: 2147 s, beyond 32-bit ticks
+		{1_000_000, math.MaxInt32, 3125 + 268_435_455, 0, true},                                         // the same at 1 Mbit/s: 2147 s, beyond 32-bit ticks
 		{100_000_000_000, 8_000_000, 312_500_000 + 1_000_000, uint32(80 * tick), false},
 		{1_000_000_007, 80_000, 3_125_000 + 10_000, uint32(80 * tick), false}, // rate/8 truncates: 125000000 bytes/s
 	} {
