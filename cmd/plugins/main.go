@@ -17,6 +17,7 @@ import (
 	"github.com/patchbay-cni/patchbay/plugins/loopback"
 	"github.com/patchbay-cni/patchbay/plugins/portmap"
 	"github.com/patchbay-cni/patchbay/plugins/ptp"
+	"github.com/patchbay-cni/patchbay/plugins/sbr"
 	"github.com/patchbay-cni/patchbay/plugins/static"
 	"github.com/patchbay-cni/patchbay/plugins/tuning"
 	"github.com/patchbay-cni/patchbay/skel"
@@ -30,6 +31,7 @@ var plugins = []skel.Plugin{
 	loopback.Plugin(),
 	portmap.Plugin(),
 	ptp.Plugin(),
+	sbr.Plugin(),
 	static.Plugin(),
 	tuning.Plugin(),
 }
