@@ -307,7 +307,13 @@ func moveRoutes(cont *link.NS, c *config, l netlink.Link, ips []*spec.IPConfig, 
 				return err
 			}
 		}
+		staticGW := addr.Is4() && c.gw4.IsValid() || addr.Is6() && c.gw6.IsValid()
 		for i := range main {
+			// A configured gateway replaces the interface's default route
+			// (the reference, after v1.9.1, copies that over it).
+			if staticGW && routeDst(&main[i]).Bits() == 0 {
+				continue
+			}
 			if belongs(&main[i], ipc) {
 				if err := put(main[i], "copy the route"); err != nil {
 					return err
@@ -328,6 +334,9 @@ func moveRoutes(cont *link.NS, c *config, l netlink.Link, ips []*spec.IPConfig, 
 			for i := range main {
 				if routeDst(&main[i]) == subnet {
 					old = &main[i]
+					// Replace it in place: same metric (IPv6 routes of
+					// different metrics coexist) and origin.
+					hint.Priority, hint.Protocol = old.Priority, old.Protocol
 					break
 				}
 			}
