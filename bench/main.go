@@ -31,7 +31,7 @@ type options struct {
 	only                     map[string]bool
 }
 
-var workloads = []string{"bhl", "seed", "masq", "steps", "hostlocal", "conc", "bytes", "loopback"}
+var workloads = []string{"bhl", "seed", "masq", "steps", "hostlocal", "conc", "bytes", "loopback", "bw"}
 
 func envInt(name string, def int) int {
 	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
@@ -140,6 +140,7 @@ func run(ctx context.Context, o *options, stdout io.Writer) (err error) {
 		{"conc", func() error { return e.concurrentWorkload(ctx, o.conc, o.rounds) }},
 		{"bytes", func() error { e.bytesWorkload(); return nil }},
 		{"loopback", func() error { return e.loopbackWorkload(ctx) }},
+		{"bw", func() error { return e.bandwidthWorkload(ctx) }}, // bandwidth.go
 	}
 	for _, s := range steps {
 		if !o.want(s.name) {
