@@ -2,6 +2,8 @@ package bandwidth
 
 import (
 	"testing"
+
+	"github.com/patchbay-cni/patchbay/internal/testutil"
 )
 
 // GC deletes this network's ifb devices that belong to no valid
@@ -23,7 +25,7 @@ func TestGC(t *testing.T) {
 	gc := func(valid string) {
 		t.Helper()
 		cfg := `{"cniVersion":"1.1.0","name":"` + netName + `","type":"bandwidth","cni.dev/valid-attachments":` + valid + `}`
-		if out, rc := runIn(t, f.hostPath, "GC", cfg); rc != 0 {
+		if out, rc := testutil.RunPlugin(t, Plugin(), f.hostPath, map[string]string{"CNI_COMMAND": "GC"}, cfg); rc != 0 {
 			t.Fatalf("GC: %s", out)
 		}
 	}

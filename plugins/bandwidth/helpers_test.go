@@ -1,18 +1,12 @@
 package bandwidth
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/patchbay-cni/patchbay/internal/netns"
 	"github.com/patchbay-cni/patchbay/internal/testutil"
-	"github.com/patchbay-cni/patchbay/skel"
 	"github.com/patchbay-cni/patchbay/spec"
 )
 
@@ -155,32 +149,21 @@ func conf(version, keys, prev string) string {
 	return s + "}"
 }
 
+// env is the CNI_* environment of the fixture's attachment, with extra
+// KEY=VALUE entries on top.
+func (f *fixture) env(cmd string, extra ...string) map[string]string {
+	e := map[string]string{"CNI_COMMAND": cmd, "CNI_CONTAINERID": f.id, "CNI_NETNS": f.contPath, "CNI_IFNAME": f.contIfName}
+	for _, kv := range extra {
+		k, v, _ := strings.Cut(kv, "=")
+		e[k] = v
+	}
+	return e
+}
+
 // run invokes our plugin in-process inside the host namespace.
 func (f *fixture) run(cmd, config string, extra ...string) (string, int) {
 	f.t.Helper()
-	return runIn(f.t, f.hostPath, cmd, config, append([]string{"CNI_CONTAINERID=" + f.id, "CNI_NETNS=" + f.contPath, "CNI_IFNAME=" + f.contIfName}, extra...)...)
-}
-
-// runIn runs the plugin inside the namespace at nsPath with CNI_* settings.
-func runIn(t *testing.T, nsPath, cmd, config string, envs ...string) (string, int) {
-	t.Helper()
-	env := skel.Env{"CNI_COMMAND": cmd, "CNI_PATH": "/nonexistent"}
-	for _, kv := range envs {
-		k, v, _ := strings.Cut(kv, "=")
-		env[k] = v
-	}
-	var out, errb bytes.Buffer
-	code := -1
-	if err := netns.Do(nsPath, func() error {
-		code = skel.Run(context.Background(), Plugin(), env, strings.NewReader(config), &out, &errb)
-		return nil
-	}); err != nil {
-		t.Fatalf("enter %s: %v", nsPath, err)
-	}
-	if errb.Len() > 0 {
-		t.Logf("%s stderr: %s", cmd, errb.String())
-	}
-	return out.String(), code
+	return testutil.RunPlugin(f.t, Plugin(), f.hostPath, f.env(cmd, extra...), config)
 }
 
 func (f *fixture) mustRun(cmd, config string, extra ...string) string {
@@ -195,38 +178,10 @@ func (f *fixture) mustRun(cmd, config string, extra ...string) string {
 // runRef runs the reference bandwidth binary in the host namespace.
 func (f *fixture) runRef(cmd, config string) (string, int) {
 	f.t.Helper()
-	c := exec.Command("ip", "netns", "exec", f.host, filepath.Join(testutil.RefBin(f.t), "bandwidth"))
-	c.Env = []string{"CNI_COMMAND=" + cmd, "CNI_CONTAINERID=" + f.id, "CNI_NETNS=" + f.contPath, "CNI_IFNAME=" + f.contIfName, "CNI_PATH=/nonexistent"}
-	c.Stdin = strings.NewReader(config)
-	var out bytes.Buffer
-	c.Stdout = &out
-	c.Stderr = os.Stderr
-	err := c.Run()
-	if _, ok := err.(*exec.ExitError); err != nil && !ok {
-		f.t.Fatalf("run reference bandwidth: %v", err)
-	}
-	return out.String(), c.ProcessState.ExitCode()
+	return testutil.RunRefPlugin(f.t, "bandwidth", f.host, f.env(cmd), config)
 }
 
-// expectError wants a CNI error with code whose message names every mention.
-func expectError(t *testing.T, out string, rc, code int, mentions ...string) {
-	t.Helper()
-	if rc == 0 {
-		t.Fatalf("succeeded, want error code %d: %s", code, out)
-	}
-	e, ok := spec.ParseError([]byte(out))
-	if !ok {
-		t.Fatalf("not an error result: %s", out)
-	}
-	if int(e.Code) != code {
-		t.Errorf("code %d, want %d: %s", e.Code, code, e.Msg)
-	}
-	for _, m := range mentions {
-		if !strings.Contains(e.Error(), m) {
-			t.Errorf("message %q does not mention %q", e.Error(), m)
-		}
-	}
-}
+var expectError = testutil.ExpectCNIError
 
 // hostState is everything the plugin could have changed in the host
 // namespace: links (with alias and qdisc) and every qdisc and filter.

@@ -1,19 +1,15 @@
 package sbr
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
 	"testing"
 
 	"github.com/patchbay-cni/patchbay/internal/testutil"
-	"github.com/patchbay-cni/patchbay/skel"
 	"github.com/patchbay-cni/patchbay/spec"
 )
 
@@ -113,21 +109,20 @@ func conf(version, keys, prev string) string {
 	return s + "}"
 }
 
+func env(cmd string, extra ...string) map[string]string {
+	e := map[string]string{"CNI_COMMAND": cmd, "CNI_CONTAINERID": "ctr1", "CNI_IFNAME": "eth0"}
+	for _, kv := range extra {
+		k, v, _ := strings.Cut(kv, "=")
+		e[k] = v
+	}
+	return e
+}
+
 // run invokes our plugin in-process (sbr works in the container's
 // namespace only; the caller's namespace does not matter).
 func (f *fixture) run(cmd, config string, extra ...string) (string, int) {
 	f.t.Helper()
-	env := skel.Env{"CNI_COMMAND": cmd, "CNI_CONTAINERID": "ctr1", "CNI_NETNS": f.path, "CNI_IFNAME": "eth0", "CNI_PATH": "/nonexistent"}
-	for _, kv := range extra {
-		k, v, _ := strings.Cut(kv, "=")
-		env[k] = v
-	}
-	var out, errb bytes.Buffer
-	code := skel.Run(context.Background(), Plugin(), env, strings.NewReader(config), &out, &errb)
-	if errb.Len() > 0 {
-		f.t.Logf("%s stderr: %s", cmd, errb.String())
-	}
-	return out.String(), code
+	return testutil.RunPlugin(f.t, Plugin(), "", env(cmd, append([]string{"CNI_NETNS=" + f.path}, extra...)...), config)
 }
 
 func (f *fixture) mustRun(cmd, config string, extra ...string) string {
@@ -142,36 +137,10 @@ func (f *fixture) mustRun(cmd, config string, extra ...string) string {
 // runRef runs the reference sbr binary with the same inputs.
 func (f *fixture) runRef(cmd, config string) (string, int) {
 	f.t.Helper()
-	c := exec.Command(filepath.Join(testutil.RefBin(f.t), "sbr"))
-	c.Env = []string{"CNI_COMMAND=" + cmd, "CNI_CONTAINERID=ctr1", "CNI_NETNS=" + f.path, "CNI_IFNAME=eth0", "CNI_PATH=/nonexistent"}
-	c.Stdin = strings.NewReader(config)
-	var out bytes.Buffer
-	c.Stdout = &out
-	err := c.Run()
-	if _, ok := err.(*exec.ExitError); err != nil && !ok {
-		f.t.Fatalf("run reference sbr: %v", err)
-	}
-	return out.String(), c.ProcessState.ExitCode()
+	return testutil.RunRefPlugin(f.t, "sbr", "", env(cmd, "CNI_NETNS="+f.path), config)
 }
 
-func expectError(t *testing.T, out string, rc, code int, mentions ...string) {
-	t.Helper()
-	if rc == 0 {
-		t.Fatalf("succeeded, want error code %d: %s", code, out)
-	}
-	e, ok := spec.ParseError([]byte(out))
-	if !ok {
-		t.Fatalf("not an error result: %s", out)
-	}
-	if int(e.Code) != code {
-		t.Errorf("code %d, want %d: %s", e.Code, code, e.Msg)
-	}
-	for _, m := range mentions {
-		if !strings.Contains(e.Error(), m) {
-			t.Errorf("message %q does not mention %q", e.Error(), m)
-		}
-	}
-}
+var expectError = testutil.ExpectCNIError
 
 func jsonRoutes(t *testing.T, out string) []map[string]any {
 	t.Helper()
