@@ -3,6 +3,7 @@ package link
 import (
 	"fmt"
 	"math"
+	"net"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netlink/nl"
@@ -48,17 +49,31 @@ type Tbf struct {
 	Burst uint32
 }
 
+// AddTbf creates the root tbf (handle 1:) of a link; it fails with EEXIST
+// when the link has a root qdisc other than the kernel's default.
+func (n *NS) AddTbf(t Tbf) error {
+	return n.setTbf(t, unix.NLM_F_CREATE|unix.NLM_F_EXCL)
+}
+
 // ReplaceTbf creates or replaces the root tbf (handle 1:) of a link.
-// vishvananda/netlink v1.3.1 cannot send TCA_TBF_BURST, so a Tbf with
-// Burst goes out as a request of its own, on a netlink socket opened in n
-// for it (one more socket, only for buckets that need it); every other
-// Tbf takes n's handle.
 func (n *NS) ReplaceTbf(t Tbf) error {
+	return n.setTbf(t, unix.NLM_F_CREATE|unix.NLM_F_REPLACE)
+}
+
+// setTbf sends the tbf with flags. vishvananda/netlink v1.3.1 cannot send
+// TCA_TBF_BURST, so a Tbf with Burst goes out as a request of its own, on
+// a netlink socket opened in n for it (one more socket, only for buckets
+// that need it); every other Tbf takes n's handle.
+func (n *NS) setTbf(t Tbf, flags int) error {
 	attrs := netlink.QdiscAttrs{LinkIndex: t.LinkIndex, Handle: netlink.MakeHandle(1, 0), Parent: netlink.HANDLE_ROOT}
 	if t.Burst == 0 {
-		return n.H.QdiscReplace(&netlink.Tbf{QdiscAttrs: attrs, Rate: t.Rate, Limit: t.Limit, Buffer: t.Buffer})
+		q := &netlink.Tbf{QdiscAttrs: attrs, Rate: t.Rate, Limit: t.Limit, Buffer: t.Buffer}
+		if flags&unix.NLM_F_REPLACE != 0 {
+			return n.H.QdiscReplace(q)
+		}
+		return n.H.QdiscAdd(q)
 	}
-	req := nl.NewNetlinkRequest(unix.RTM_NEWQDISC, unix.NLM_F_CREATE|unix.NLM_F_REPLACE|unix.NLM_F_ACK)
+	req := nl.NewNetlinkRequest(unix.RTM_NEWQDISC, flags|unix.NLM_F_ACK)
 	req.AddData(&nl.TcMsg{Family: nl.FAMILY_ALL, Ifindex: int32(t.LinkIndex), Handle: attrs.Handle, Parent: attrs.Parent})
 	req.AddData(nl.NewRtAttr(nl.TCA_KIND, nl.ZeroTerminated("tbf")))
 	opts := nl.NewRtAttr(nl.TCA_OPTIONS, nil)
@@ -79,6 +94,9 @@ func (n *NS) ReplaceTbf(t Tbf) error {
 	_, err = req.Execute(unix.NETLINK_ROUTE, 0)
 	return err
 }
+
+// RandomMAC is a random, locally administered unicast MAC address.
+func RandomMAC() net.HardwareAddr { return randomMAC() }
 
 // KernelTbfTicks is the buffer the kernel reports (TCA_TBF_PARMS) for a
 // tbf created with a burst of bytes at rate bytes/s through TCA_TBF_BURST:

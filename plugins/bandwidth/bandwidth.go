@@ -150,65 +150,82 @@ func rootQdisc(host *link.NS, l netlink.Link) (netlink.Qdisc, error) {
 
 // ensureTbf makes s the root tbf of l: created, or changed in place when a
 // tbf 1: (an earlier ADD's) is there already. Another root qdisc is left
-// alone and the ADD fails: it is not this plugin's.
+// alone and the ADD fails: it is not this plugin's. The common case, no
+// root qdisc yet, is one request.
 func ensureTbf(host *link.NS, l netlink.Link, s *shape, undo *link.Undo) error {
-	name := l.Attrs().Name
+	name, idx := l.Attrs().Name, l.Attrs().Index
+	t := s.tbf(idx)
+	err := host.AddTbf(t)
+	if err == nil {
+		undo.Push("delete the root qdisc of "+name, func() error {
+			return ignoreGone(host.H.QdiscDel(&netlink.Tbf{QdiscAttrs: netlink.QdiscAttrs{LinkIndex: idx, Handle: rootHandle, Parent: netlink.HANDLE_ROOT}}))
+		})
+		return nil
+	}
+	if !errors.Is(err, unix.EEXIST) {
+		return fmt.Errorf("bandwidth: set tbf on %q (%s %d, %s %d): %w", name, s.rateKey, s.rateBits, s.burstKey, s.burstBits, err)
+	}
 	old, err := rootQdisc(host, l)
 	if err != nil {
 		return err
 	}
-	var was *netlink.Tbf
-	if old != nil {
-		t, ok := old.(*netlink.Tbf)
-		if !ok || t.Handle != rootHandle {
-			return spec.Errorf(spec.ErrInternal, "bandwidth: %q already has a root qdisc (%s %s): not replacing it", name, old.Type(), netlink.HandleStr(old.Attrs().Handle))
+	was, ok := old.(*netlink.Tbf)
+	if !ok || was.Handle != rootHandle {
+		what := "none"
+		if old != nil {
+			what = old.Type() + " " + netlink.HandleStr(old.Attrs().Handle)
 		}
-		was = t
+		return spec.Errorf(spec.ErrInternal, "bandwidth: %q already has a root qdisc (%s): not replacing it", name, what)
 	}
-	if err := host.ReplaceTbf(s.tbf(l.Attrs().Index)); err != nil {
+	if err := host.ReplaceTbf(t); err != nil {
 		return fmt.Errorf("bandwidth: set tbf on %q (%s %d, %s %d): %w", name, s.rateKey, s.rateBits, s.burstKey, s.burstBits, err)
 	}
 	undo.Push("put back the root qdisc of "+name, func() error {
-		if was != nil {
-			return host.ReplaceTbf(link.Tbf{LinkIndex: l.Attrs().Index, Rate: was.Rate, Limit: was.Limit, Buffer: was.Buffer})
-		}
-		return ignoreGone(host.H.QdiscDel(&netlink.Tbf{QdiscAttrs: netlink.QdiscAttrs{LinkIndex: l.Attrs().Index, Handle: rootHandle, Parent: netlink.HANDLE_ROOT}}))
+		return host.ReplaceTbf(link.Tbf{LinkIndex: idx, Rate: was.Rate, Limit: was.Limit, Buffer: was.Buffer})
 	})
 	return nil
 }
 
 // ensureIfb returns the attachment's ifb device, up, creating it (with the
 // host veth's MTU and txqueuelen 0, as the reference does) when missing.
+// The MAC is chosen here, so that the new device need not be read back.
 func ensureIfb(host *link.NS, network, ifName, name string, mtu int, undo *link.Undo) (netlink.Link, error) {
-	l, err := host.FindLink(name)
+	ifb := &netlink.Ifb{LinkAttrs: netlink.LinkAttrs{Name: name, Flags: net.FlagUp, MTU: mtu, TxQLen: 0, HardwareAddr: link.RandomMAC()}}
+	err := host.H.LinkAdd(ifb)
+	if errors.Is(err, unix.EEXIST) {
+		return existingIfb(host, network, ifName, name)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("look up %q: %w", name, err)
-	}
-	if l != nil {
-		if l.Type() != "ifb" {
-			return nil, spec.Errorf(spec.ErrInternal, "bandwidth: %q exists and is a %s, not an ifb device", name, l.Type())
-		}
-		if why := ownerMismatch(l.Attrs().Alias, network, ifName); why != "" {
-			return nil, spec.Errorf(spec.ErrInternal, "bandwidth: ifb device %q exists and is not this attachment's: %s", name, why)
-		}
-		if l.Attrs().Flags&net.FlagUp == 0 {
-			if err := host.H.LinkSetUp(l); err != nil {
-				return nil, fmt.Errorf("bandwidth: set %q up: %w", name, err)
-			}
-		}
-		return l, nil
-	}
-	ifb := &netlink.Ifb{LinkAttrs: netlink.LinkAttrs{Name: name, Flags: net.FlagUp, MTU: mtu, TxQLen: 0}}
-	if err := host.H.LinkAdd(ifb); err != nil {
 		return nil, fmt.Errorf("bandwidth: create ifb device %q: %w", name, err)
 	}
 	undo.Push("delete "+name, func() error { _, err := host.DelLink(name); return err })
+	if ifb.Index == 0 {
+		return nil, fmt.Errorf("bandwidth: the new ifb device %q has no index", name)
+	}
 	// The kernel ignores IFLA_IFALIAS in a link's creation request.
 	if err := host.H.LinkSetAlias(ifb, ifbAlias(network, ifName)); err != nil {
 		return nil, fmt.Errorf("bandwidth: set the alias of %q: %w", name, err)
 	}
-	if l, err = host.LinkByName(name); err != nil {
-		return nil, fmt.Errorf("bandwidth: look up the new ifb device %q: %w", name, err)
+	return ifb, nil
+}
+
+// existingIfb takes over an ifb device an earlier ADD of this attachment
+// made (or the reference's, which names devices the same way).
+func existingIfb(host *link.NS, network, ifName, name string) (netlink.Link, error) {
+	l, err := host.LinkByName(name)
+	if err != nil {
+		return nil, fmt.Errorf("look up %q: %w", name, err)
+	}
+	if l.Type() != "ifb" {
+		return nil, spec.Errorf(spec.ErrInternal, "bandwidth: %q exists and is a %s, not an ifb device", name, l.Type())
+	}
+	if why := ownerMismatch(l.Attrs().Alias, network, ifName); why != "" {
+		return nil, spec.Errorf(spec.ErrInternal, "bandwidth: ifb device %q exists and is not this attachment's: %s", name, why)
+	}
+	if l.Attrs().Flags&net.FlagUp == 0 {
+		if err := host.H.LinkSetUp(l); err != nil {
+			return nil, fmt.Errorf("bandwidth: set %q up: %w", name, err)
+		}
 	}
 	return l, nil
 }
@@ -223,18 +240,19 @@ func ensureRedirect(host *link.NS, hostIf, ifb netlink.Link, undo *link.Undo) er
 	case err == nil:
 		undo.Push("delete the ingress qdisc of "+name, func() error { return ignoreGone(host.H.QdiscDel(ing)) })
 	case errors.Is(err, unix.EEXIST):
-		// An earlier ADD's, or another tool's: keep it, add our filter.
+		// An earlier ADD's, or another tool's: keep it, add our filter
+		// unless it is there.
+		fs, err := redirects(host, hostIf)
+		if err != nil {
+			return err
+		}
+		for _, f := range fs {
+			if f.to == ifb.Attrs().Index {
+				return nil
+			}
+		}
 	default:
 		return fmt.Errorf("bandwidth: add an ingress qdisc to %q: %w", name, err)
-	}
-	fs, err := redirects(host, hostIf)
-	if err != nil {
-		return err
-	}
-	for _, f := range fs {
-		if f.to == ifb.Attrs().Index {
-			return nil
-		}
 	}
 	u32 := redirectFilter(hostIf.Attrs().Index, ifb.Attrs().Index)
 	if err := host.H.FilterAdd(u32); err != nil {
