@@ -31,7 +31,7 @@ type options struct {
 	only                     map[string]bool
 }
 
-var workloads = []string{"bhl", "seed", "masq", "steps", "hostlocal", "conc", "bytes", "loopback", "firewall"}
+var workloads = []string{"bhl", "seed", "masq", "steps", "hostlocal", "conc", "bytes", "loopback", "firewall", "bw"}
 
 func envInt(name string, def int) int {
 	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
@@ -141,6 +141,7 @@ func run(ctx context.Context, o *options, stdout io.Writer) (err error) {
 		{"bytes", func() error { e.bytesWorkload(); return nil }},
 		{"loopback", func() error { return e.loopbackWorkload(ctx) }},
 		{"firewall", func() error { return e.firewallWorkload(ctx) }},
+		{"bw", func() error { return e.bandwidthWorkload(ctx) }}, // bandwidth.go
 	}
 	for _, s := range steps {
 		if !o.want(s.name) {

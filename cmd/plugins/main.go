@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sort"
 
+	"github.com/patchbay-cni/patchbay/plugins/bandwidth"
 	"github.com/patchbay-cni/patchbay/plugins/bridge"
 	"github.com/patchbay-cni/patchbay/plugins/dhcp"
 	"github.com/patchbay-cni/patchbay/plugins/firewall"
@@ -18,6 +19,7 @@ import (
 	"github.com/patchbay-cni/patchbay/plugins/loopback"
 	"github.com/patchbay-cni/patchbay/plugins/portmap"
 	"github.com/patchbay-cni/patchbay/plugins/ptp"
+	"github.com/patchbay-cni/patchbay/plugins/sbr"
 	"github.com/patchbay-cni/patchbay/plugins/static"
 	"github.com/patchbay-cni/patchbay/plugins/tuning"
 	"github.com/patchbay-cni/patchbay/skel"
@@ -25,6 +27,7 @@ import (
 
 // plugins lists every plugin linked into this binary. Keep it sorted by type.
 var plugins = []skel.Plugin{
+	bandwidth.Plugin(),
 	bridge.Plugin(),
 	dhcp.Plugin(),
 	firewall.Plugin(),
@@ -32,6 +35,7 @@ var plugins = []skel.Plugin{
 	loopback.Plugin(),
 	portmap.Plugin(),
 	ptp.Plugin(),
+	sbr.Plugin(),
 	static.Plugin(),
 	tuning.Plugin(),
 }

@@ -266,6 +266,7 @@ func (s *side) snapshot(t *testing.T, ns string, host bool) []string {
 	lines = append(lines, jsonLines(t, ns, "addr: ", "ip -j addr show")...)
 	lines = append(lines, jsonLines(t, ns, "route4: ", "ip -4 -j route show table all")...)
 	lines = append(lines, jsonLines(t, ns, "route6: ", "ip -6 -j route show table all")...)
+	lines = append(lines, tcAndRules(t, ns)...) // bwsbr_test.go
 	// Only sysctls that differ from a fresh namespace's defaults matter;
 	// listing all and diffing the two sides finds exactly those.
 	for _, l := range strings.Split(sh(t, ns, `grep -r . /proc/sys/net/ipv4/conf /proc/sys/net/ipv6/conf /proc/sys/net/ipv4/ip_forward 2>/dev/null || true`), "\n") {

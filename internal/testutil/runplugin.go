@@ -1,0 +1,68 @@
+package testutil
+
+import (
+	"bytes"
+	"context"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/patchbay-cni/patchbay/internal/netns"
+	"github.com/patchbay-cni/patchbay/skel"
+)
+
+// RunPlugin runs one invocation of plugin p in-process, inside the network
+// namespace at nsPath ("" for the caller's), with env holding the CNI_*
+// variables (CNI_PATH defaults to a directory that does not exist), and
+// returns its stdout and exit code; its stderr goes to the test log.
+func RunPlugin(t testing.TB, p skel.Plugin, nsPath string, env map[string]string, config string) (string, int) {
+	t.Helper()
+	e := skel.Env{"CNI_PATH": "/nonexistent"}
+	for k, v := range env {
+		e[k] = v
+	}
+	var out, errb bytes.Buffer
+	code := -1
+	run := func() error {
+		code = skel.Run(context.Background(), p, e, strings.NewReader(config), &out, &errb)
+		return nil
+	}
+	if nsPath == "" {
+		run()
+	} else if err := netns.Do(nsPath, run); err != nil {
+		t.Fatalf("enter %s: %v", nsPath, err)
+	}
+	if errb.Len() > 0 {
+		t.Logf("%s %s stderr: %s", p.Type, e["CNI_COMMAND"], errb.String())
+	}
+	return out.String(), code
+}
+
+// RunRefPlugin runs the reference plugin binary of type typ (RefBin) inside
+// the named network namespace ("" for the caller's) with env as its whole
+// environment (CNI_PATH defaults to a directory that does not exist), and
+// returns its stdout and exit code.
+func RunRefPlugin(t testing.TB, typ, nsName string, env map[string]string, config string) (string, int) {
+	t.Helper()
+	bin := filepath.Join(RefBin(t), typ)
+	c := exec.Command(bin)
+	if nsName != "" {
+		c = exec.Command("ip", "netns", "exec", nsName, bin)
+	}
+	c.Env = []string{"CNI_PATH=/nonexistent"}
+	for k, v := range env {
+		c.Env = append(c.Env, k+"="+v)
+	}
+	c.Stdin = strings.NewReader(config)
+	var out, errb bytes.Buffer
+	c.Stdout, c.Stderr = &out, &errb
+	err := c.Run()
+	if _, ok := err.(*exec.ExitError); err != nil && !ok {
+		t.Fatalf("run the reference %s: %v", typ, err)
+	}
+	if errb.Len() > 0 {
+		t.Logf("reference %s stderr: %s", typ, errb.String())
+	}
+	return out.String(), c.ProcessState.ExitCode()
+}
