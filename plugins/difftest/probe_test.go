@@ -73,6 +73,9 @@ func TestProbes(t *testing.T) {
 		atts:     one("ex1", nil),
 		noDel:    true, // DEL would delete the pre-existing eth0 (both do)
 		refLeaks: true, // the reference has made the bridge by then
+		// Ours: code 4 (CNI_IFNAME is taken), refused before any change;
+		// the reference's 999 comes after it made the bridge.
+		addCodes: [2]string{"code 4", "code 999"},
 	}, {
 		// ptp when CNI_IFNAME already exists.
 		name: "ptp-ifname-exists",
@@ -84,6 +87,7 @@ func TestProbes(t *testing.T) {
 		atts:     one("pex1", nil),
 		noDel:    true,
 		refLeaks: true, // the reference has turned ip_forward on by then
+		addCodes: [2]string{"code 4", "code 999"},
 	}, {
 		// host-local under a network name with dots: dataDir/<name>/.
 		name: "hostlocal-dotted-name",
