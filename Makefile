@@ -42,9 +42,17 @@ test-deps:
 	bash scripts/node-deps.sh
 	bash scripts/vm-deps.sh
 
-vet:
+# staticcheck, pinned, built into the cache on first use.
+STATICCHECK_VERSION ?= v0.8.2
+STATICCHECK := $(HOME)/.cache/patchbay/tools/staticcheck-$(STATICCHECK_VERSION)/staticcheck
+
+$(STATICCHECK):
+	GOBIN=$(dir $(STATICCHECK)) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+
+vet: $(STATICCHECK)
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	$(GO) vet ./...
+	$(STATICCHECK) ./...
 
 # All tests, as root: installs what they need first. Test binaries are
 # static too (CGO_ENABLED=0): internal/vmtest re-runs them inside a VM, where

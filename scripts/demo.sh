@@ -3,5 +3,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ "$(id -u)" != 0 ]; then echo "make demo must run as root" >&2; exit 1; fi
-command -v ip >/dev/null || { apt-get update -qq && apt-get install -y -qq iproute2 >/dev/null; }
+# shellcheck source=apt.sh
+. scripts/apt.sh
+apt_ensure iproute2 nftables
 go run ./cmd/patchbay-demo -bin bin

@@ -18,20 +18,9 @@ if [ "$(id -u)" != 0 ]; then
 	exit 1
 fi
 
-installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
-
-export DEBIAN_FRONTEND=noninteractive
-updated=
-need_pkgs=()
-for p in dbus-daemon python3-dbus python3-gi gir1.2-glib-2.0 python3-nftables; do
-	installed "$p" || need_pkgs+=("$p")
-done
-if [ ${#need_pkgs[@]} -gt 0 ]; then
-	echo "installing Debian packages: ${need_pkgs[*]}"
-	apt-get update -qq
-	updated=1
-	apt-get install -y -qq --no-install-recommends "${need_pkgs[@]}" >/dev/null
-fi
+# shellcheck source=apt.sh
+. "$(dirname "${BASH_SOURCE[0]}")/apt.sh"
+apt_ensure dbus-daemon python3-dbus python3-gi gir1.2-glib-2.0 python3-nftables
 
 if [ ! -x "$FWD_DIR/usr/sbin/firewalld" ]; then
 	tmp=$(mktemp -d)
@@ -39,7 +28,7 @@ if [ ! -x "$FWD_DIR/usr/sbin/firewalld" ]; then
 	cd "$tmp"
 	# apt-get download warns that it runs unsandboxed as root; harmless.
 	if ! apt-get download firewalld python3-firewall 2>/dev/null; then
-		[ -n "$updated" ] || apt-get update -qq
+		apt_updated= apt_update_once firewalld python3-firewall
 		apt-get download firewalld python3-firewall
 	fi
 	rm -rf "$FWD_DIR.tmp"

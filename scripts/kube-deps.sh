@@ -24,18 +24,21 @@ if [ "$(id -u)" != 0 ]; then
 	exit 1
 fi
 
-# shellcheck source=apt-no-services.sh
-. "$here/apt-no-services.sh"
+# shellcheck source=apt.sh
+. "$here/apt.sh"
 
 # The packaged etcd service runs as the package's etcd user (its init script
 # starts it so); tests run their own etcd as root.
 etcd_is_service() { [ "$(stat -c %U "/proc/$1" 2>/dev/null)" = etcd ]; }
 
-if ! command -v etcd >/dev/null; then
-	echo "installing Debian package etcd-server"
-	apt_install_no_services /usr/bin/etcd etcd_is_service etcd-server
-fi
+apt_install_no_services /usr/bin/etcd etcd_is_service etcd.service etcd-server
 
+# The binaries are what the wrapper module's requirements build: a changed
+# go.mod/go.sum (a pin moved) makes every cached binary stale.
+want_sum="$(cat "$wrapper/go.mod" "$wrapper/go.sum" | sha256sum | cut -c1-16)"
+if [ -d "$KUBE_CACHE" ] && [ "$(cat "$KUBE_CACHE/.wrapper-sum" 2>/dev/null)" != "$want_sum" ]; then
+	for b in "${BINARIES[@]}"; do rm -f "$KUBE_CACHE/$b"; done
+fi
 missing=()
 for b in "${BINARIES[@]}"; do
 	[ -x "$KUBE_CACHE/$b" ] || missing+=("$b")
@@ -61,6 +64,7 @@ if [ ${#missing[@]} -gt 0 ]; then
 	for b in "${missing[@]}"; do
 		mv "$tmp/$b" "$KUBE_CACHE/$b"
 	done
+	echo "$want_sum" >"$KUBE_CACHE/.wrapper-sum"
 	echo "built ${missing[*]} in $(($(date +%s) - start)) s"
 fi
 

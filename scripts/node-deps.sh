@@ -14,10 +14,8 @@ if [ "$(id -u)" != 0 ]; then
 	exit 1
 fi
 
-# shellcheck source=apt-no-services.sh
-. "$here/apt-no-services.sh"
-
-installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
+# shellcheck source=apt.sh
+. "$here/apt.sh"
 
 # The packaged service runs containerd without arguments (its unit's
 # ExecStart); a test node's containerd always has --config.
@@ -25,12 +23,5 @@ containerd_is_service() {
 	[ "$(tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null)" = "/usr/bin/containerd " ]
 }
 
-need=()
-for p in containerd runc busybox-static util-linux; do
-	installed "$p" || need+=("$p")
-done
-if [ ${#need[@]} -gt 0 ]; then
-	echo "installing Debian packages: ${need[*]}"
-	apt_install_no_services /usr/bin/containerd containerd_is_service "${need[@]}"
-fi
+apt_install_no_services /usr/bin/containerd containerd_is_service containerd.service containerd runc busybox-static util-linux
 echo "containerd=$(command -v containerd) ($(containerd --version | awk '{print $3}')) ctr=$(command -v ctr) runc=$(command -v runc) busybox=$(command -v busybox)"

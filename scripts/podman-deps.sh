@@ -11,16 +11,7 @@ if [ "$(id -u)" != 0 ]; then
 	exit 1
 fi
 
-installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
-
-need_pkgs=()
-for p in podman runc conmon busybox-static; do
-	installed "$p" || need_pkgs+=("$p")
-done
-if [ ${#need_pkgs[@]} -gt 0 ]; then
-	echo "installing Debian packages: ${need_pkgs[*]}"
-	export DEBIAN_FRONTEND=noninteractive
-	apt-get update -qq
-	apt-get install -y -qq --no-install-recommends "${need_pkgs[@]}" >/dev/null
-fi
+# shellcheck source=apt.sh
+. "$(dirname "${BASH_SOURCE[0]}")/apt.sh"
+apt_ensure podman runc conmon busybox-static
 echo "podman=$(command -v podman) runc=$(command -v runc) busybox=$(command -v busybox)"

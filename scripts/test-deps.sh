@@ -11,19 +11,10 @@ if [ "$(id -u)" != 0 ]; then
 	exit 1
 fi
 
-need_pkgs=()
-command -v ip >/dev/null || need_pkgs+=(iproute2)
-command -v nft >/dev/null || need_pkgs+=(nftables)
-command -v iptables >/dev/null || need_pkgs+=(iptables)
-command -v ping >/dev/null || need_pkgs+=(iputils-ping)
-command -v strace >/dev/null || need_pkgs+=(strace)
-command -v dnsmasq >/dev/null || need_pkgs+=(dnsmasq-base) # the dhcp plugin's test server (never run as a service)
-if [ ${#need_pkgs[@]} -gt 0 ]; then
-	echo "installing Debian packages: ${need_pkgs[*]}"
-	export DEBIAN_FRONTEND=noninteractive
-	apt-get update -qq
-	apt-get install -y -qq --no-install-recommends "${need_pkgs[@]}" >/dev/null
-fi
+# shellcheck source=apt.sh
+. "$(dirname "${BASH_SOURCE[0]}")/apt.sh"
+# dnsmasq-base: the dhcp plugin's test server (no service: -base has none).
+apt_ensure iproute2 nftables iptables iputils-ping strace dnsmasq-base
 
 mkdir -p "$REF_BIN"
 ref_plugins=(

@@ -43,22 +43,13 @@ step() { # step NAME: prints how long the step that just ended took
 	t_step=$t
 }
 
-apt_install() {
-	echo "vm-deps: installing Debian packages: $*"
-	export DEBIAN_FRONTEND=noninteractive
-	apt-get -o DPkg::Lock::Timeout=600 update -qq
-	apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "$@" >/dev/null
-}
+# shellcheck source=apt.sh
+. "$(dirname "${BASH_SOURCE[0]}")/apt.sh"
 
-# 1. Debian packages.
-need=()
-command -v qemu-system-x86_64 >/dev/null || need+=(qemu-system-x86)
-# busybox-static: the initramfs needs a static busybox (its depmod also
-# replaces kmod's, which is often absent).
-dpkg-query -W -f '${Status}' busybox-static 2>/dev/null | grep -q 'ok installed' || need+=(busybox-static)
-command -v xz >/dev/null || need+=(xz-utils)
-if [ ${#need[@]} -gt 0 ]; then
-	apt_install "${need[@]}"
+# 1. Debian packages. busybox-static: the initramfs needs a static busybox
+# (its depmod also replaces kmod's, which is often absent).
+if ! pkg_installed qemu-system-x86 || ! pkg_installed busybox-static || ! pkg_installed xz-utils; then
+	apt_ensure qemu-system-x86 busybox-static xz-utils
 	step "apt-get install"
 fi
 bb=/bin/busybox
@@ -82,7 +73,7 @@ if [ -z "$VM_KERNEL_PKG" ] && [ -e "$VM_CACHE/current/ready" ] && [ -e "$VM_CACH
 	release="$(cat "$kdir/release")"
 	ver="${kdir##*_}"
 elif ! resolve_kernel; then
-	apt-get -o DPkg::Lock::Timeout=600 update -qq
+	apt_get update -qq
 	resolve_kernel || { echo "vm-deps: cannot find the kernel package (linux-image-amd64's dependency) in apt" >&2; exit 1; }
 fi
 [ -n "${kdir:-}" ] || { kdir="$VM_CACHE/kernel-${pkg#linux-image-}_$ver"; step "ask apt for the kernel"; }
@@ -101,7 +92,7 @@ if [ ! -e "$kdir/ready" ]; then
 	# that _apt cannot write there, which is harmless.
 	if ! (cd "$tmp/dl" && apt-get download "$pkg=$ver" 2>/dev/null); then
 		# Stale lists: the archive has moved on to a newer kernel.
-		apt-get -o DPkg::Lock::Timeout=600 update -qq
+		apt_get update -qq
 		resolve_kernel || exit 1
 		release=${pkg#linux-image-}
 		kdir="$VM_CACHE/kernel-${release}_$ver"

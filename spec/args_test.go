@@ -49,7 +49,8 @@ type testArgs struct {
 	Count   int8
 	Size    uint16
 	Ptr     *int
-	hidden  string
+	//lint:ignore U1000 an unexported field LoadCNIArgs must leave alone (its presence is the test)
+	hidden string
 }
 
 func TestLoadCNIArgs(t *testing.T) {
