@@ -81,7 +81,7 @@ func (inv *invocation) logVerb(verb string, err error) {
 		attrs = append(attrs, "attachments", formatAttachments(s.atts, s.results))
 	}
 	attrs = append(attrs, inv.summary.attrs...)
-	attrs = append(attrs, "took", time.Since(processStart).Round(10*time.Microsecond).String())
+	attrs = append(attrs, "took", time.Since(inv.start).Round(10*time.Microsecond).String())
 	if err != nil {
 		attrs = append(attrs, "error", spec.AsError(err, spec.ErrInternal).Msg)
 	}
