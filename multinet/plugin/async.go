@@ -127,7 +127,7 @@ func WriteStatusMain(stdin io.Reader) int {
 	if err != nil {
 		return 1
 	}
-	log, done := newLogger(cfg, io.Discard)
+	log, done := NewLogger(cfg, io.Discard)
 	defer done()
 	inv := &invocation{cfg: cfg, log: log, host: &Host{}}
 	if err := runStatusJob(cfg, log, inv.kube, &job); err != nil {

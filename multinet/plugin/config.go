@@ -151,7 +151,10 @@ func (c *Config) readinessTimeout() time.Duration {
 	return DefaultReadinessTimeout
 }
 
-func (c *Config) apiTimeout() time.Duration {
+func (c *Config) apiTimeout() time.Duration { return c.APITimeout() }
+
+// APITimeout bounds each apiserver request.
+func (c *Config) APITimeout() time.Duration {
 	if c.APITimeoutSeconds > 0 {
 		return time.Duration(c.APITimeoutSeconds) * time.Second
 	}

@@ -192,7 +192,7 @@ func newInvocation(h *Host, a *skel.CmdArgs) (*invocation, func(), error) {
 	}
 	log, closeLog := h.Log, func() {}
 	if log == nil {
-		log, closeLog = newLogger(cfg, stderr)
+		log, closeLog = NewLogger(cfg, stderr)
 	}
 	inv := &invocation{cfg: cfg, args: a, log: log, host: h, exec: h.Exec, start: h.Start}
 	if inv.exec == nil {
