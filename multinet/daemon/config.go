@@ -53,7 +53,7 @@ type Config struct {
 	RequestTimeoutSeconds int `json:"requestTimeoutSeconds"`
 	// ShutdownTimeoutSeconds bounds the wait for in-flight requests after
 	// SIGTERM.
-	ShutdownTimeoutSeconds int `json:"shutdownTimeoutSeconds"`
+	ShutdownTimeoutSeconds int    `json:"shutdownTimeoutSeconds"`
 	LogFile                string `json:"logFile"`
 	LogLevel               string `json:"logLevel"`
 	LogToStderr            bool   `json:"logToStderr"`

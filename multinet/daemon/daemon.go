@@ -50,12 +50,14 @@ type Options struct {
 
 // Daemon is a running multinet daemon.
 type Daemon struct {
-	cfg  *Config
-	log  *slog.Logger
-	node string
-	m    *metrics
-	inf  *informers
-	api  *informerAPI
+	cfg *Config
+	// log is the daemon's own; verbLog the verbs' (their lines read as
+	// the thin plugin's).
+	log, verbLog *slog.Logger
+	node         string
+	m            *metrics
+	inf          *informers
+	api          *informerAPI
 
 	ln        net.Listener
 	metricsLn net.Listener
@@ -77,7 +79,7 @@ type Daemon struct {
 // Start runs it.
 func New(cfg *Config, opts Options) (*Daemon, error) {
 	log, closeLog := plugin.NewLogger(&plugin.Config{LogFile: cfg.LogFile, LogLevel: cfg.LogLevel, LogToStderr: cfg.LogToStderr}, os.Stderr)
-	d := &Daemon{cfg: cfg, log: log.With("component", "daemon"), closeLog: closeLog, m: newMetrics(),
+	d := &Daemon{cfg: cfg, log: log.With("component", "daemon"), verbLog: log, closeLog: closeLog, m: newMetrics(),
 		sem: make(chan struct{}, cfg.MaxParallelRequests), draining: make(chan struct{}), stopInf: make(chan struct{})}
 	d.ctx, d.cancel = context.WithCancel(context.Background())
 	d.node = nodeName(opts.NodeName, cfg.NodeName)
@@ -291,7 +293,7 @@ func (d *Daemon) run(env skel.Env, req *shim.Request) *shim.Response {
 	if d.cfg.ChrootDir != "" {
 		env = env.With("CNI_PATH", chrootPath(d.cfg.ChrootDir, env["CNI_PATH"]))
 	}
-	host := &plugin.Host{API: d.api, Exec: ex, Log: d.log.With("component", "verbs"), Start: start,
+	host := &plugin.Host{API: d.api, Exec: ex, Log: d.verbLog, Start: start,
 		AsyncStatus: d.runAsync, Observe: d.m.observeAttachment}
 	ctx, cancel := context.WithTimeout(d.ctx, d.cfg.requestTimeout())
 	defer cancel()
