@@ -132,6 +132,7 @@ type env struct {
 	clusterConf string
 	kubeconfig  string        // through the counting proxy (plain HTTP in the host netns)
 	tlsKube     string        // through a TCP forwarder: TLS end to end
+	tlsAddr     string        // the forwarder's address (127.0.0.1:port in the host netns)
 	tlsConns    *atomic.Int64 // connections the forwarder accepted
 	cni         *runtime.CNI
 	proxy       *countingProxy
@@ -145,6 +146,8 @@ type env struct {
 	// daemon, when set, is thick mode: conf() is the shim's, and e.opts
 	// went to the daemon's configuration (startDaemon).
 	daemon *daemonProc
+	// daemonFlags are more command-line flags for startDaemon.
+	daemonFlags []string
 }
 
 func newEnv(t testing.TB) *env {
@@ -177,6 +180,7 @@ func newEnv(t testing.TB) *env {
 	e.writeKubeconfig(e.kubeconfig, "http://"+e.proxy.addr, false)
 	e.tlsKube = filepath.Join(e.dir, "kubeconfig-tls")
 	fwd, conns := startForwarder(t, c, e.hostPath)
+	e.tlsAddr = fwd
 	e.tlsConns = conns
 	e.writeKubeconfig(e.tlsKube, "https://"+fwd, true)
 	// One directory with multinet and our plugins, so a test can remove one.

@@ -64,7 +64,7 @@ func (e *env) startDaemon(extra map[string]any, env ...string) *daemonProc {
 		e.t.Fatal(err)
 	}
 	defer out.Close()
-	d.cmd = exec.Command(filepath.Join(e.binDir, "multinet"), "daemon", "-config", d.configFile, "-node-name", e.nodeName)
+	d.cmd = exec.Command(filepath.Join(e.binDir, "multinet"), append([]string{"daemon", "-config", d.configFile, "-node-name", e.nodeName}, e.daemonFlags...)...)
 	d.cmd.Env = append(os.Environ(), env...)
 	d.cmd.Stdout, d.cmd.Stderr = out, out
 	if err := e.inHost(d.cmd.Start); err != nil {
