@@ -177,4 +177,3 @@ func boundToken(t *testing.T, e *env, sa, secret string) string {
 	}
 	return tr.Status.Token
 }
-

@@ -30,7 +30,7 @@ type Config struct {
 	// SocketDir holds the socket (multinet.sock) the shims connect to:
 	// "socketDir" (Multus's daemon key) or "daemonSocketDir" (the shim's
 	// key, accepted here too so that one value can be copied).
-	SocketDir string
+	SocketDir string `json:"-"`
 	// ChrootDir, when set, is the host's root as the daemon sees it: the
 	// delegates run chrooted there and binDir and CNI_PATH are host paths
 	// (Multus's "chrootDir"). multinet's own paths are read in the

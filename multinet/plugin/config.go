@@ -102,7 +102,7 @@ func (s *stringList) UnmarshalJSON(b []byte) error {
 	}
 	var list []string
 	if err := json.Unmarshal(b, &list); err != nil {
-		return fmt.Errorf("must be a comma-separated string or a list of strings")
+		return fmt.Errorf("\"globalNamespaces\" must be a comma-separated string or a list of strings (got %s)", b)
 	}
 	*s = list
 	return nil
