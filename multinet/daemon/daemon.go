@@ -293,6 +293,8 @@ func (d *Daemon) run(env skel.Env, req *shim.Request) *shim.Response {
 	if d.cfg.ChrootDir != "" {
 		env = env.With("CNI_PATH", chrootPath(d.cfg.ChrootDir, env["CNI_PATH"]))
 	}
+	d.verbLog.Debug("request", "verb", env["CNI_COMMAND"], "container", env["CNI_CONTAINERID"],
+		"received_us", time.Since(start).Microseconds()) // from the shim's start, for BenchmarkPodAddDel
 	host := &plugin.Host{API: d.api, Exec: ex, Log: d.verbLog, Start: start,
 		AsyncStatus: d.runAsync, Observe: d.m.observeAttachment}
 	ctx, cancel := context.WithTimeout(d.ctx, d.cfg.requestTimeout())
