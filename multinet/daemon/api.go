@@ -252,40 +252,48 @@ func notInInformer(kind, ns, name string) error {
 		Reason: "NotFound", Message: "not in the daemon's informer (yet)"}
 }
 
-func (a *informerAPI) GetPod(ctx context.Context, ns, name string, cached bool) (*kube.Pod, error) {
-	if cached {
-		obj, ok, _ := a.inf.pods.GetIndexer().GetByKey(ns + "/" + name)
-		if p, isPod := obj.(*corev1.Pod); ok && isPod {
-			a.m.reads.WithLabelValues("pod", "informer").Inc()
-			return &kube.Pod{
-				Metadata: api.ObjectMeta{Name: p.Name, Namespace: p.Namespace, UID: string(p.UID),
-					ResourceVersion: p.ResourceVersion, Annotations: p.Annotations},
-				Spec: kube.PodSpec{NodeName: p.Spec.NodeName},
-			}, nil
-		}
-		a.m.reads.WithLabelValues("pod", "informer_miss").Inc()
-		return nil, notInInformer("pod", ns, name)
+// cached looks key ("ns/name") up in the informer and counts the read;
+// nil when the informer does not have it.
+func cached[T any](a *informerAPI, inf cache.SharedIndexInformer, kind, key string) *T {
+	obj, ok, _ := inf.GetIndexer().GetByKey(key)
+	if t, isT := obj.(*T); ok && isT {
+		a.m.reads.WithLabelValues(kind, "informer").Inc()
+		return t
 	}
-	a.m.reads.WithLabelValues("pod", "api").Inc()
-	return a.Client.GetPod(ctx, ns, name, false)
+	a.m.reads.WithLabelValues(kind, "informer_miss").Inc()
+	return nil
 }
 
-func (a *informerAPI) GetNAD(ctx context.Context, ns, name string, cached bool) (*api.NetworkAttachmentDefinition, error) {
-	if cached {
-		obj, ok, _ := a.inf.nads.GetIndexer().GetByKey(ns + "/" + name)
-		if n, isNAD := obj.(*nadv1.NetworkAttachmentDefinition); ok && isNAD {
-			a.m.reads.WithLabelValues("nad", "informer").Inc()
-			return &api.NetworkAttachmentDefinition{
-				TypeMeta: api.TypeMeta{APIVersion: api.APIVersion(api.NADVersion), Kind: api.NADKind},
-				Metadata: api.ObjectMeta{Name: n.Name, Namespace: n.Namespace, UID: string(n.UID), ResourceVersion: n.ResourceVersion},
-				Spec:     api.NetworkAttachmentDefinitionSpec{Config: n.Spec.Config},
-			}, nil
-		}
-		a.m.reads.WithLabelValues("nad", "informer_miss").Inc()
+func (a *informerAPI) GetPod(ctx context.Context, ns, name string, fromCache bool) (*kube.Pod, error) {
+	if !fromCache {
+		a.m.reads.WithLabelValues("pod", "api").Inc()
+		return a.Client.GetPod(ctx, ns, name, false)
+	}
+	p := cached[corev1.Pod](a, a.inf.pods, "pod", ns+"/"+name)
+	if p == nil {
+		return nil, notInInformer("pod", ns, name)
+	}
+	return &kube.Pod{
+		Metadata: api.ObjectMeta{Name: p.Name, Namespace: p.Namespace, UID: string(p.UID),
+			ResourceVersion: p.ResourceVersion, Annotations: p.Annotations},
+		Spec: kube.PodSpec{NodeName: p.Spec.NodeName},
+	}, nil
+}
+
+func (a *informerAPI) GetNAD(ctx context.Context, ns, name string, fromCache bool) (*api.NetworkAttachmentDefinition, error) {
+	if !fromCache {
+		a.m.reads.WithLabelValues("nad", "api").Inc()
+		return a.Client.GetNAD(ctx, ns, name, false)
+	}
+	n := cached[nadv1.NetworkAttachmentDefinition](a, a.inf.nads, "nad", ns+"/"+name)
+	if n == nil {
 		return nil, notInInformer("NetworkAttachmentDefinition", ns, name)
 	}
-	a.m.reads.WithLabelValues("nad", "api").Inc()
-	return a.Client.GetNAD(ctx, ns, name, false)
+	return &api.NetworkAttachmentDefinition{
+		TypeMeta: api.TypeMeta{APIVersion: api.APIVersion(api.NADVersion), Kind: api.NADKind},
+		Metadata: api.ObjectMeta{Name: n.Name, Namespace: n.Namespace, UID: string(n.UID), ResourceVersion: n.ResourceVersion},
+		Spec:     api.NetworkAttachmentDefinitionSpec{Config: n.Spec.Config},
+	}, nil
 }
 
 // apiTimeoutClient is hc bounded per request as the thin client is.

@@ -33,6 +33,23 @@ func TestShimLinksNoKubernetesClient(t *testing.T) {
 	}
 }
 
+// The thin plugin keeps its lean start: the daemon's libraries live in
+// multinet-daemon, not in multinet ("multinet daemon" execs it).
+func TestThinPluginLinksNoDaemonLibraries(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "github.com/patchbay-cni/patchbay/cmd/multinet").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v: %s", err, out)
+	}
+	for _, d := range strings.Fields(string(out)) {
+		for _, bad := range []string{"k8s.io/", "github.com/prometheus/", "github.com/k8snetworkplumbingwg/",
+			"github.com/patchbay-cni/patchbay/multinet/daemon"} {
+			if strings.HasPrefix(d, bad) {
+				t.Errorf("cmd/multinet depends on %s", d)
+			}
+		}
+	}
+}
+
 func TestForwardDaemonDown(t *testing.T) {
 	sock := filepath.Join(t.TempDir(), SocketName)
 	_, err := Forward(sock, &Request{})
@@ -85,5 +102,43 @@ func TestForwardRoundTrip(t *testing.T) {
 	resp, err := Forward(sock, &Request{Env: []string{"CNI_COMMAND=ADD"}, Config: []byte(`{"a":1}`), Start: 5})
 	if err != nil || resp.ExitCode != 1 || string(resp.Stdout) != `{"a":1}` || string(resp.Stderr) != "CNI_COMMAND=ADD" {
 		t.Errorf("round trip: %+v, %v", resp, err)
+	}
+}
+
+// BenchmarkForward: one request and answer over the socket (the protocol's
+// own cost; the daemon side here only echoes).
+func BenchmarkForward(b *testing.B) {
+	sock := SocketPath(b.TempDir())
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				var req Request
+				data, _ := io.ReadAll(c)
+				json.Unmarshal(data, &req)
+				resp, _ := json.Marshal(&Response{Stdout: req.Config})
+				c.Write(resp)
+			}()
+		}
+	}()
+	env := make([]string, 30)
+	for i := range env {
+		env[i] = "VARIABLE_NUMBER_" + strings.Repeat("x", i) + "=/some/value/of/a/path"
+	}
+	req := &Request{Env: env, Config: []byte(strings.Repeat(`{"cniVersion":"1.0.0","name":"multinet","type":"multinet-shim"}`, 8))}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := Forward(sock, req); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
