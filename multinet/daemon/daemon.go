@@ -296,7 +296,7 @@ func (d *Daemon) run(env skel.Env, req *shim.Request) *shim.Response {
 	d.verbLog.Debug("request", "verb", env["CNI_COMMAND"], "container", env["CNI_CONTAINERID"],
 		"received_us", time.Since(start).Microseconds()) // from the shim's start, for BenchmarkPodAddDel
 	host := &plugin.Host{API: d.api, Exec: ex, Log: d.verbLog, Start: start,
-		AsyncStatus: d.runAsync, Observe: d.m.observeAttachment}
+		AsyncStatus: d.runAsync, Observe: d.m.observeAttachment, LocalReads: true}
 	ctx, cancel := context.WithTimeout(d.ctx, d.cfg.requestTimeout())
 	defer cancel()
 	var stdout, stderr bytes.Buffer

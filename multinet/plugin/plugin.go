@@ -46,6 +46,10 @@ type Host struct {
 	// Observe, when set, is told every attachment's outcome per verb
 	// (metrics).
 	Observe func(verb, network string, err error)
+	// LocalReads says that API's cached reads are served from memory
+	// (informers): ADD then reads before anything else, without
+	// goroutines, and there is no plugin start to overlap them with.
+	LocalReads bool
 }
 
 // API is what the verbs need from the apiserver (kube.Client implements
