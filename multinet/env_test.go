@@ -146,8 +146,9 @@ type env struct {
 	// daemon, when set, is thick mode: conf() is the shim's, and e.opts
 	// went to the daemon's configuration (startDaemon).
 	daemon *daemonProc
-	// daemonFlags are more command-line flags for startDaemon.
-	daemonFlags []string
+	// daemonFlags are more command-line flags for startDaemon;
+	// daemonWrap, when set, is a command that runs the daemon's.
+	daemonFlags, daemonWrap []string
 }
 
 func newEnv(t testing.TB) *env {

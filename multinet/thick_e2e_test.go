@@ -383,3 +383,44 @@ func TestThickBurst100(t *testing.T) {
 		t.Errorf("plans left: %v", ids)
 	}
 }
+
+// chrootDir: the delegates run chrooted into the host's root as the daemon
+// sees it. Here the daemon runs in a mount namespace of its own (nothing
+// of it reaches the machine) where that root is a recursive bind of / with
+// one difference: binDir holds the plugins only inside it (a tmpfs over
+// that directory under the root). So the pod gets its interfaces only if
+// the delegates are found through chrootDir and executed chrooted.
+func TestThickChrootDir(t *testing.T) {
+	e := newEnv(t)
+	root := filepath.Join(e.dir, "hostroot")
+	onlyInRoot := filepath.Join(e.dir, "chroot-bin")
+	for _, d := range []string{root, onlyInRoot} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.daemonWrap = []string{"unshare", "--mount", "--propagation", "slave", "sh", "-c",
+		`set -e; mount --rbind / "$0"; mount -t tmpfs tmpfs "$0$1"; for f in "$2"/*; do ln -s "$(readlink -f "$f")" "$0$1/${f##*/}"; done; shift 2; exec "$@"`,
+		root, onlyInRoot, e.binDir}
+	e.nad("", "blue", e.bridgeNAD("", 1, nil))
+	e.startDaemon(map[string]any{"chrootDir": root, "binDir": onlyInRoot})
+	if ents, _ := os.ReadDir(onlyInRoot); len(ents) != 0 {
+		t.Fatalf("the plugins are visible outside the chroot: %v", ents)
+	}
+	// The runtime's CNI_PATH holds the shim only: the delegates must come
+	// from binDir, through the chroot.
+	shimOnly := t.TempDir()
+	os.Symlink(filepath.Join(e.binDir, "multinet-shim"), filepath.Join(shimOnly, "multinet-shim"))
+	e.cni.Path = []string{shimOnly}
+	p := e.pod("p1", map[string]string{api.NetworksAnnotation: "blue"})
+	e.mustAdd(p)
+	if l := sortedLinks(e, p); !slices.Equal(l, []string{"eth0", "net1"}) {
+		t.Errorf("pod interfaces = %v", l)
+	}
+	if err := e.check(p); err != nil {
+		t.Errorf("CHECK: %v", err)
+	}
+	e.mustDel(p)
+	e.nothingLeft(p, "after DEL")
+	e.noStatus(p)
+}

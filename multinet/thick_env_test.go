@@ -64,7 +64,9 @@ func (e *env) startDaemon(extra map[string]any, env ...string) *daemonProc {
 		e.t.Fatal(err)
 	}
 	defer out.Close()
-	d.cmd = exec.Command(filepath.Join(e.binDir, "multinet"), append([]string{"daemon", "-config", d.configFile, "-node-name", e.nodeName}, e.daemonFlags...)...)
+	argv := append([]string{filepath.Join(e.binDir, "multinet"), "daemon", "-config", d.configFile, "-node-name", e.nodeName}, e.daemonFlags...)
+	argv = append(append([]string{}, e.daemonWrap...), argv...)
+	d.cmd = exec.Command(argv[0], argv[1:]...)
 	d.cmd.Env = append(os.Environ(), env...)
 	d.cmd.Stdout, d.cmd.Stderr = out, out
 	if err := e.inHost(d.cmd.Start); err != nil {
