@@ -158,7 +158,8 @@ func benchPodAddDel(b *testing.B, async, thick bool) {
 		b.ReportMetric(ms(median(in)), "inproc-overhead-add-ms")
 		b.ReportMetric(ms(median(dl)), "delegates-in-multinet-add-ms")
 	}
-	if received := daemonReceived(e.log()); len(received) > 0 {
+	if sent, received := daemonReceived(e.log()); len(received) > 0 {
+		b.ReportMetric(ms(median(sent)), "shim-sent-ms")
 		b.ReportMetric(ms(median(received)), "daemon-received-ms")
 	}
 	if reads, cluster := phases(e.log()); len(cluster) > 0 {
@@ -278,15 +279,16 @@ func inProcess(log string) (overhead, delegates []time.Duration) {
 	return overhead, delegates
 }
 
-var receivedRE = regexp.MustCompile(`msg=request .*verb=ADD .* received_us=(\d+)`)
+var receivedRE = regexp.MustCompile(`msg=request .*verb=ADD .* sent_us=(\d+) received_us=(\d+)`)
 
 // daemonReceived returns, per ADD the daemon logged, when (from the shim's
-// start) the daemon had read the request.
-func daemonReceived(log string) []time.Duration {
-	var out []time.Duration
+// start) the shim sent the request and the daemon had read it.
+func daemonReceived(log string) (sent, received []time.Duration) {
 	for _, m := range receivedRE.FindAllStringSubmatch(log, -1) {
-		r, _ := strconv.Atoi(m[1])
-		out = append(out, time.Duration(r)*time.Microsecond)
+		s, _ := strconv.Atoi(m[1])
+		r, _ := strconv.Atoi(m[2])
+		sent = append(sent, time.Duration(s)*time.Microsecond)
+		received = append(received, time.Duration(r)*time.Microsecond)
 	}
-	return out
+	return sent, received
 }

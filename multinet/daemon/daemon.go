@@ -294,7 +294,8 @@ func (d *Daemon) run(env skel.Env, req *shim.Request) *shim.Response {
 		env = env.With("CNI_PATH", chrootPath(d.cfg.ChrootDir, env["CNI_PATH"]))
 	}
 	d.verbLog.Debug("request", "verb", env["CNI_COMMAND"], "container", env["CNI_CONTAINERID"],
-		"received_us", time.Since(start).Microseconds()) // from the shim's start, for BenchmarkPodAddDel
+		"sent_us", time.Unix(0, req.Sent).Sub(start).Microseconds(), // from the shim's start, for BenchmarkPodAddDel
+		"received_us", time.Since(start).Microseconds())
 	host := &plugin.Host{API: d.api, Exec: ex, Log: d.verbLog, Start: start,
 		AsyncStatus: d.runAsync, Observe: d.m.observeAttachment, LocalReads: true}
 	ctx, cancel := context.WithTimeout(d.ctx, d.cfg.requestTimeout())

@@ -56,6 +56,9 @@ type Request struct {
 	// Start is the shim's process start (Unix nanoseconds): the daemon's
 	// "took" counts from it, as the thin plugin's counts from its own start.
 	Start int64 `json:"start"`
+	// Sent is when the shim sent the request (Unix nanoseconds; debug
+	// timing only).
+	Sent int64 `json:"sent,omitempty"`
 }
 
 // Response is what the plugin would have produced as a process.
@@ -118,6 +121,9 @@ func Forward(socket string, req *Request) (*Response, error) {
 		return nil, unavailable(socket, err)
 	}
 	defer conn.Close()
+	if req.Start != 0 {
+		req.Sent = time.Now().UnixNano()
+	}
 	data, err := json.Marshal(req)
 	if err != nil {
 		return nil, spec.Errorf(spec.ErrInternal, "multinet-shim: %v", err)
