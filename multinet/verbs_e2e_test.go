@@ -20,8 +20,16 @@ import (
 // gets the cluster network's first address: none was skipped. Each error
 // says "multinet: pod <ns>/<name>: ADD failed:" once.
 func TestFailingPodAttachesNothing(t *testing.T) {
+	t.Run("thin", func(t *testing.T) { testFailingPodAttachesNothing(t, false) })
+	t.Run("thick", func(t *testing.T) { testFailingPodAttachesNothing(t, true) })
+}
+
+func testFailingPodAttachesNothing(t *testing.T, thick bool) {
 	e := newEnv(t)
 	e.opts["namespaceIsolation"] = true
+	if thick {
+		e.startDaemon(nil)
+	}
 	other := e.c.UniqueNamespace(t, "mno")
 	e.nad(other, "elsewhere", e.bridgeNAD("", 2, nil))
 	e.nad("", "blue", e.bridgeNAD("", 1, nil))

@@ -2,8 +2,11 @@
 // (see multinet/README.md). Run by a CRI runtime it is a CNI plugin; run as
 // "multinet install -config FILE -dest DIR [-timeout D]" it writes its
 // configuration into the runtime's CNI directory once the cluster network
-// is ready. It is a separate binary from the plugins' multi-call binary so
-// that neither pays for the other's dependencies.
+// is ready; "multinet daemon -config FILE" runs thick mode's daemon (the
+// multinet-daemon binary beside this one, exec'd: linking it here would
+// slow every thin-plugin call by its libraries' initialisation). It is a
+// separate binary from the plugins' multi-call binary so that neither pays
+// for the other's dependencies.
 package main
 
 import (
@@ -12,6 +15,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime/debug"
 	"syscall"
 
@@ -25,6 +29,9 @@ func main() {
 	debug.SetGCPercent(-1)
 	if len(os.Args) > 1 && os.Args[1] == "install" {
 		os.Exit(install(os.Args[2:]))
+	}
+	if len(os.Args) > 1 && os.Args[1] == "daemon" {
+		os.Exit(execDaemon())
 	}
 	if len(os.Args) > 1 && os.Args[1] == "write-status" { // started by ADD with asyncNetworkStatus
 		os.Exit(plugin.WriteStatusMain(os.Stdin))
@@ -53,4 +60,18 @@ func install(args []string) int {
 	}
 	fmt.Println("installed", path)
 	return 0
+}
+
+// execDaemon replaces this process by multinet-daemon from the same
+// directory, with the same arguments.
+func execDaemon() int {
+	self, err := os.Executable()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "multinet daemon:", err)
+		return 1
+	}
+	bin := filepath.Join(filepath.Dir(self), "multinet-daemon")
+	err = syscall.Exec(bin, append([]string{bin}, os.Args[1:]...), os.Environ())
+	fmt.Fprintf(os.Stderr, "multinet daemon: cannot run %s (it is installed beside multinet): %v\n", bin, err)
+	return 1
 }

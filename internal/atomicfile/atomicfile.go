@@ -19,10 +19,12 @@
 package atomicfile
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -133,11 +135,21 @@ const attempts = 8
 // Concurrent writers of one target each leave a complete file; which one
 // wins is unspecified.
 func Write(path string, data []byte, perm os.FileMode, sync bool) error {
+	return WriteFrom(path, bytes.NewReader(data), perm, sync)
+}
+
+// WriteFrom is Write with the content read from r (a large file, an
+// executable being installed, is streamed rather than held in memory). r
+// is read again from its start when a concurrent writer forces a retry.
+func WriteFrom(path string, r io.ReadSeeker, perm os.FileMode, sync bool) error {
 	tmp := TempPath(path)
 	var err error
 	for attempt := 1; attempt <= attempts; attempt++ {
 		var retry bool
-		if retry, err = write(path, tmp, data, perm, sync); !retry {
+		if _, err = r.Seek(0, io.SeekStart); err != nil {
+			return err
+		}
+		if retry, err = write(path, tmp, r, perm, sync); !retry {
 			break
 		}
 	}
@@ -157,12 +169,11 @@ func Write(path string, data []byte, perm os.FileMode, sync bool) error {
 // same target (or a sweep) took the temporary name away meanwhile. An
 // unnamed file, once linked and unlinked, cannot be linked again, so a
 // retry starts over with a new one.
-func write(path, tmp string, data []byte, perm os.FileMode, sync bool) (retry bool, err error) {
-	f, named, err := content(tmp, data, perm, sync)
+func write(path, tmp string, r io.Reader, perm os.FileMode, sync bool) (retry bool, err error) {
+	f, named, err := content(tmp, r, perm, sync)
 	if err != nil {
 		return false, err
 	}
-	defer f.Close()
 	if !named {
 		err := linkFile(f, tmp)
 		if errors.Is(err, fs.ErrExist) {
@@ -171,12 +182,20 @@ func write(path, tmp string, data []byte, perm os.FileMode, sync bool) (retry bo
 			err = linkFile(f, tmp)
 		}
 		if err != nil {
+			f.Close()
 			return errors.Is(err, fs.ErrExist), err
 		}
 	}
+	// Closed before the rename: an executable that can be exec'd under
+	// path while a writer still holds it open fails with ETXTBSY.
+	st, statErr := f.Stat()
+	if err := f.Close(); err != nil {
+		os.Remove(tmp)
+		return false, err
+	}
 	err = os.Rename(tmp, path)
 	if errors.Is(err, fs.ErrNotExist) {
-		if landed(f, path) {
+		if cur, err := os.Stat(path); statErr == nil && err == nil && os.SameFile(st, cur) {
 			return false, nil // a concurrent writer renamed ours into place
 		}
 		return true, fmt.Errorf("write %s: temporary %s was removed concurrently", path, tmp)
@@ -192,7 +211,7 @@ func write(path, tmp string, data []byte, perm os.FileMode, sync bool) (retry bo
 // is taken. The file never exists without its content.
 func CreateExclusive(path string, data []byte, perm os.FileMode) (created bool, err error) {
 	tmp := TempPath(path)
-	f, named, err := content(tmp, data, perm, false)
+	f, named, err := content(tmp, bytes.NewReader(data), perm, false)
 	if err != nil {
 		return false, err
 	}
@@ -212,10 +231,10 @@ func CreateExclusive(path string, data []byte, perm os.FileMode) (created bool, 
 	return true, nil
 }
 
-// content returns an open file holding data with mode perm: unnamed
+// content returns an open file holding r's content with mode perm: unnamed
 // (O_TMPFILE) where the file system supports it, else created under tmp
 // (named is then true).
-func content(tmp string, data []byte, perm os.FileMode, sync bool) (f *os.File, named bool, err error) {
+func content(tmp string, r io.Reader, perm os.FileMode, sync bool) (f *os.File, named bool, err error) {
 	dir := filepath.Dir(tmp)
 	fd, err := -1, unix.EOPNOTSUPP
 	if tmpfile {
@@ -247,7 +266,7 @@ func content(tmp string, data []byte, perm os.FileMode, sync bool) (f *os.File, 
 		}
 		return nil, false, err
 	}
-	if _, err := f.Write(data); err != nil {
+	if _, err := io.Copy(f, r); err != nil {
 		return fail(err)
 	}
 	// Explicit chmod: the mode given at creation is filtered by the umask.
@@ -273,12 +292,4 @@ func linkFile(f *os.File, path string) error {
 		return &os.LinkError{Op: "link", Old: f.Name(), New: path, Err: err}
 	}
 	return nil
-}
-
-// landed reports whether path is the file f (a concurrent writer renamed our
-// temporary into place for us).
-func landed(f *os.File, path string) bool {
-	a, err1 := f.Stat()
-	b, err2 := os.Stat(path)
-	return err1 == nil && err2 == nil && os.SameFile(a, b)
 }

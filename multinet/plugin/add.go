@@ -70,13 +70,13 @@ func (inv *invocation) cmdAdd() (*spec.Result, error) {
 		reads = inv.startReads(ctx, clusterRef)
 	}
 	if cfg.AsyncNetworkStatus && withAPI {
-		inv.writer = make(chan *statusWriter, 1)
+		inv.writer = make(chan statusSender, 1)
 		go func() {
-			w, err := startStatusWriter()
+			w, err := inv.startStatusWriter()
 			if err != nil {
 				inv.log.Error("cannot start the network status writer", "pod", inv.pod.ref(), "error", err)
 			}
-			inv.writer <- w
+			inv.writer <- w // nil when it failed
 		}()
 		// Every return without a job stops the writer.
 		defer func() {
@@ -104,7 +104,11 @@ type apiAnswer struct {
 // the cluster network's NAD when it is not on disk.
 func (inv *invocation) startReads(ctx context.Context, clusterRef string) <-chan apiAnswer {
 	ch := make(chan apiAnswer, 1)
-	go func() {
+	run := func(f func()) { go f() }
+	if inv.host.LocalReads {
+		run = func(f func()) { f() } // done when this returns
+	}
+	run(func() {
 		ts := time.Now()
 		client, err := inv.kube()
 		if err != nil {
@@ -123,7 +127,7 @@ func (inv *invocation) startReads(ctx context.Context, clusterRef string) <-chan
 				"total_us", time.Since(ts).Microseconds())
 		}
 		ch <- apiAnswer{info, err}
-	}()
+	})
 	return ch
 }
 
@@ -139,11 +143,17 @@ func (inv *invocation) add(ctx context.Context, clusterList *spec.ConfList, read
 	t0 := time.Now()
 	var def *Attachment
 	var held *heldAdd
+	var ans *apiAnswer
+	select {
+	case a := <-reads: // already done (LocalReads): nothing to overlap them with
+		ans = &a
+	default:
+	}
 	if clusterList != nil {
 		if def, err = inv.clusterAttachment(clusterList, cfg.MultusNamespace+"/"+clusterList.Name); err != nil {
 			return nil, err
 		}
-		if reads != nil {
+		if reads != nil && ans == nil {
 			if held, err = inv.startHeldAdd(ctx, def); err != nil {
 				return nil, err
 			}
@@ -157,13 +167,16 @@ func (inv *invocation) add(ctx context.Context, clusterList *spec.ConfList, read
 	}
 	var info *apiInfo
 	if reads != nil {
-		ans := <-reads
+		if ans == nil {
+			a := <-reads
+			ans = &a
+		}
 		if ans.err != nil {
 			return nil, ans.err
 		}
 		info = ans.info
 	}
-	readsDone := time.Since(processStart)
+	readsDone := time.Since(inv.start)
 	if info != nil && (info.override != "" || clusterList == nil) {
 		ref := info.override
 		if ref == "" {
@@ -201,11 +214,12 @@ func (inv *invocation) add(ctx context.Context, clusterList *spec.ConfList, read
 		h := held
 		held = nil
 		res, err := h.release()
+		inv.observe(spec.CmdAdd, def, err)
 		if err != nil {
 			return nil, inv.rollback(ctx, plan, 0, fmt.Errorf("%s: %w", describe(def), err))
 		}
 		results = append(results, res)
-		clusterDone = time.Since(processStart)
+		clusterDone = time.Since(inv.start)
 	}
 	for i := len(results); i < len(plan.Attachments); i++ {
 		res, err := inv.addOne(ctx, plan.Attachments[i])
@@ -214,7 +228,7 @@ func (inv *invocation) add(ctx context.Context, clusterList *spec.ConfList, read
 		}
 		results = append(results, res)
 		if i == 0 {
-			clusterDone = time.Since(processStart)
+			clusterDone = time.Since(inv.start)
 		}
 	}
 	inv.summary = verbSummary{atts: plan.Attachments, results: results}
@@ -234,13 +248,13 @@ func (inv *invocation) add(ctx context.Context, clusterList *spec.ConfList, read
 		"reads_done_us", readsDone.Microseconds(), "cluster_done_us", clusterDone.Microseconds(),
 		"until_attach_us", t1.Sub(t0).Microseconds(), "attach_us", t2.Sub(t1).Microseconds(),
 		"status_us", time.Since(t2).Microseconds(), "delegates_us", inv.delegateTime.Microseconds(),
-		"total_us", time.Since(processStart).Microseconds())
+		"total_us", time.Since(inv.start).Microseconds())
 	return results[0], nil
 }
 
 // takeWriter returns the started status writer once (nil afterwards, or
 // when none was started or it failed to start).
-func (inv *invocation) takeWriter() *statusWriter {
+func (inv *invocation) takeWriter() statusSender {
 	if inv.writer == nil {
 		return nil
 	}
@@ -258,6 +272,7 @@ func (inv *invocation) addOne(ctx context.Context, att *Attachment) (*spec.Resul
 	start := time.Now()
 	res, err := inv.cni.AddNetworkList(ctx, list, inv.rt(att))
 	inv.delegateTime += time.Since(start)
+	inv.observe(spec.CmdAdd, att, err)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", describe(att), err)
 	}
@@ -290,7 +305,9 @@ func (inv *invocation) rollback(ctx context.Context, plan *Plan, last int, cause
 	for i := last; i >= 0; i-- {
 		att := plan.Attachments[i]
 		list, _ := att.List()
-		if err := inv.cni.DelNetworkList(ctx, list, inv.rt(att)); err != nil {
+		err := inv.cni.DelNetworkList(ctx, list, inv.rt(att))
+		inv.observe(spec.CmdDel, att, err)
+		if err != nil {
 			delErrs = append(delErrs, fmt.Sprintf("%s: %v", describe(att), err))
 		}
 	}
@@ -318,7 +335,7 @@ type apiInfo struct {
 // readAPI reads the pod, parses its annotations, checks namespace
 // isolation and reads every needed NetworkAttachmentDefinition (one GET
 // each, in parallel); clusterRef is the cluster network's NAD, if it is one.
-func (inv *invocation) readAPI(ctx context.Context, client *kube.Client, clusterRef string) (*apiInfo, error) {
+func (inv *invocation) readAPI(ctx context.Context, client API, clusterRef string) (*apiInfo, error) {
 	a, cfg := inv.args, inv.cfg
 	start := time.Now()
 	// The watch cache first; a quorum read when it does not have this pod
@@ -481,7 +498,7 @@ func (inv *invocation) defaultNetworks(sels []*selection.Selection) []*selection
 
 // fetchNADs reads each distinct NetworkAttachmentDefinition once, in
 // parallel, and resolves its configuration (§3.4.1).
-func (inv *invocation) fetchNADs(ctx context.Context, client *kube.Client, refs []string) (map[string]*spec.ConfList, error) {
+func (inv *invocation) fetchNADs(ctx context.Context, client API, refs []string) (map[string]*spec.ConfList, error) {
 	out := map[string]*spec.ConfList{}
 	var distinct []string
 	for _, r := range refs {
@@ -499,9 +516,13 @@ func (inv *invocation) fetchNADs(ctx context.Context, client *kube.Client, refs 
 	errs := make([]error, len(distinct))
 	lists := make([]*spec.ConfList, len(distinct))
 	var wg sync.WaitGroup
+	run := func(f func()) { go f() } // one GET each, in parallel
+	if inv.host.LocalReads {
+		run = func(f func()) { f() }
+	}
 	for i, ref := range distinct {
 		wg.Add(1)
-		go func() {
+		run(func() {
 			defer wg.Done()
 			ns, name, _ := strings.Cut(ref, "/")
 			nad, err := client.GetNAD(ctx, ns, name, true)
@@ -517,7 +538,7 @@ func (inv *invocation) fetchNADs(ctx context.Context, client *kube.Client, refs 
 				return
 			}
 			lists[i], errs[i] = nadConfig(inv.cfg, nad)
-		}()
+		})
 	}
 	wg.Wait()
 	if errs := filterNil(errs); len(errs) > 0 {
@@ -553,7 +574,7 @@ func problemsText(ps []selection.Problem) string {
 // reportProblems logs every non-fatal annotation problem and records one
 // Warning event on the pod listing them (the spec's "invalid and ignored"
 // would otherwise be silent).
-func (inv *invocation) reportProblems(ctx context.Context, client *kube.Client, pod *kube.Pod, problems []selection.Problem) {
+func (inv *invocation) reportProblems(ctx context.Context, client API, pod *kube.Pod, problems []selection.Problem) {
 	if len(problems) == 0 {
 		return
 	}
