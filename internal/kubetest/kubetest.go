@@ -50,6 +50,8 @@ type Cluster struct {
 	Startup    time.Duration
 
 	etcd, apiserver *process
+	apiBin          string
+	apiArgs         []string
 	disc            discoveryCache
 }
 
@@ -74,6 +76,15 @@ func Start(t testing.TB) *Cluster {
 	})
 	t.Logf("kubetest: %s ready in %v (etcd pid %d, apiserver pid %d)", c.URL, c.Startup.Round(time.Millisecond), c.etcd.pid(), c.apiserver.pid())
 	return c
+}
+
+// StartIn runs a cluster with its state in dir, for programs (the
+// benchmarks); tests use Start or Shared. The caller stops it.
+func StartIn(dir string) (*Cluster, error) {
+	if os.Geteuid() != 0 {
+		return nil, fmt.Errorf("kubetest needs root")
+	}
+	return start(dir)
 }
 
 // PIDs returns the process IDs of etcd and kube-apiserver.

@@ -27,7 +27,8 @@ type process struct {
 // startProcess starts bin with args, output to logPath, from the launcher
 // thread (see launch).
 func startProcess(name, logPath, bin string, args ...string) (*process, error) {
-	log, err := os.Create(logPath)
+	// Appended to: a restarted process keeps the earlier lines.
+	log, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
 	}
