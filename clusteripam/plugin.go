@@ -219,4 +219,3 @@ func cmdStatus(a *skel.CmdArgs) error {
 	}
 	return nil
 }
-

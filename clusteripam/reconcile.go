@@ -181,7 +181,10 @@ func (al *Allocator) judge(ctx context.Context, a *Allocation, pods map[string]*
 // the addresses live pods list in their network-status annotation.
 func (al *Allocator) podIndex(ctx context.Context) (map[string]*podInfo, map[netip.Addr]string, error) {
 	var raw []json.RawMessage
-	if err := al.retry(ctx, func() (err error) { raw, _, err = al.Client.List(ctx, "/api/v1/pods", kube.ListOptions{Cached: true}); return }); err != nil {
+	if err := al.retry(ctx, func() (err error) {
+		raw, _, err = al.Client.List(ctx, "/api/v1/pods", kube.ListOptions{Cached: true})
+		return
+	}); err != nil {
 		return nil, nil, apiError("listing pods", err)
 	}
 	pods := map[string]*podInfo{}
