@@ -77,7 +77,12 @@ func (e *env) cipamSection(ctx context.Context, o cipamOptions, out io.Writer) e
 		return err
 	}
 	defer c.Stop()
-	if err := installYAMLs(c, "deploy/crds", filepath.Join(o.whereabouts, "crds")); err != nil {
+	ours, _ := filepath.Glob("deploy/crds/*.yaml")
+	theirs, _ := filepath.Glob(filepath.Join(o.whereabouts, "crds", "*.yaml"))
+	if len(ours) == 0 || len(theirs) == 0 {
+		return fmt.Errorf("CRDs missing: deploy/crds (run from the repository root) or %s/crds", o.whereabouts)
+	}
+	if err := c.InstallCRDs(append(ours, theirs...)...); err != nil {
 		return err
 	}
 	hostName, hostPath, err := e.ns.add("h", true)
@@ -297,7 +302,7 @@ func (s *cipamRun) concurrent(ctx context.Context) error {
 	s.countRow(fmt.Sprintf("%d concurrent ADDs: duplicate IPs", s.o.conc), dups, attempts)
 	s.row(fmt.Sprintf("then %d concurrent DELs: wall time", s.o.conc), d, 0, "")
 	s.countRow("then: addresses left allocated", left, attempts)
-	s.notes = append(s.notes, fmt.Sprintf("concurrent ADDs: IPAM plugin alone, 3 rounds, wall times are medians over rounds, counts totals"))
+	s.notes = append(s.notes, "concurrent ADDs: IPAM plugin alone, 3 rounds, wall times are medians over rounds, counts totals")
 	return nil
 }
 
@@ -480,47 +485,6 @@ func (s *cipamRun) allocated(i int) (int, error) {
 	var res struct{ Items []json.RawMessage }
 	json.Unmarshal(body, &res)
 	return n + len(res.Items), nil
-}
-
-// installYAMLs creates every CustomResourceDefinition in the directories
-// and waits for them.
-func installYAMLs(c *kubetest.Cluster, dirs ...string) error {
-	var names []string
-	for _, d := range dirs {
-		files, err := filepath.Glob(filepath.Join(d, "*.yaml"))
-		if err != nil || len(files) == 0 {
-			return fmt.Errorf("no CRDs in %s", d)
-		}
-		for _, f := range files {
-			y, err := os.ReadFile(f)
-			if err != nil {
-				return err
-			}
-			j, err := yaml.YAMLToJSON(y)
-			if err != nil {
-				return fmt.Errorf("%s: %v", f, err)
-			}
-			var m struct {
-				Kind     string
-				Metadata struct{ Name string }
-			}
-			json.Unmarshal(j, &m)
-			if m.Kind != "CustomResourceDefinition" {
-				continue
-			}
-			if _, err := c.Create(j); err != nil {
-				return fmt.Errorf("%s: %v", f, err)
-			}
-			names = append(names, m.Metadata.Name)
-		}
-	}
-	for _, n := range names {
-		if err := c.WaitCRDEstablished(n, time.Minute); err != nil {
-			return err
-		}
-	}
-	time.Sleep(2 * time.Second) // creates of a kind younger than 2 s are delayed
-	return nil
 }
 
 // writeKubeconfig writes a kubeconfig for server (the relay), trusting the

@@ -143,11 +143,11 @@ func TestRequested(t *testing.T) {
 	n := func(extra string) []byte {
 		return []byte(`{"cniVersion":"1.1.0","name":"n","ipam":` + ipam + extra + `}`)
 	}
-	c, err := ParseConfig(n(`,"runtimeConfig":{"ips":["10.0.0.5/24","fd00::5"]},"args":{"cni":{"ips":["10.0.0.7"]}}`), "IP=10.0.0.9;K8S_POD_NAMESPACE=ns;K8S_POD_NAME=p;K8S_POD_UID=u", nil)
+	_, err := ParseConfig(n(`,"runtimeConfig":{"ips":["10.0.0.5/24","fd00::5"]},"args":{"cni":{"ips":["10.0.0.7"]}}`), "IP=10.0.0.9;K8S_POD_NAMESPACE=ns;K8S_POD_NAME=p;K8S_POD_UID=u", nil)
 	if err == nil || !strings.Contains(err.Error(), "10.0.0.5 and 10.0.0.7 are both in range 10.0.0.0/24") {
 		t.Fatalf("two requests in one range: %v", err)
 	}
-	c, err = ParseConfig(n(`,"runtimeConfig":{"ips":["10.0.0.5/24","fd00::5"]}`), "IgnoreUnknown=1;IP=10.0.0.9;K8S_POD_NAMESPACE=ns;K8S_POD_NAME=p;K8S_POD_UID=u", nil)
+	c, err := ParseConfig(n(`,"runtimeConfig":{"ips":["10.0.0.5/24","fd00::5"]}`), "IgnoreUnknown=1;IP=10.0.0.9;K8S_POD_NAMESPACE=ns;K8S_POD_NAME=p;K8S_POD_UID=u", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,16 +5,10 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"fmt"
-	"net/http"
 	"net/netip"
-	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
-
-	"sigs.k8s.io/yaml"
 
 	"github.com/patchbay-cni/patchbay/internal/kubetest"
 	"github.com/patchbay-cni/patchbay/multinet/kube"
@@ -23,58 +17,15 @@ import (
 
 func TestMain(m *testing.M) { kubetest.Main(m) }
 
-var crdOnce = map[*kubetest.Cluster]*sync.Once{}
-var crdMu sync.Mutex
-
 // installCRDs applies every file of deploy/crds, as `kubectl apply -f
-// deploy/crds/` would, once per cluster.
+// deploy/crds/` would.
 func installCRDs(t testing.TB, c *kubetest.Cluster) {
 	t.Helper()
-	crdMu.Lock()
-	once := crdOnce[c]
-	if once == nil {
-		once = &sync.Once{}
-		crdOnce[c] = once
+	files, _ := filepath.Glob(filepath.Join("..", "deploy", "crds", "*.yaml"))
+	if len(files) == 0 {
+		t.Fatal("no CRDs in deploy/crds")
 	}
-	crdMu.Unlock()
-	var err error
-	once.Do(func() {
-		files, _ := filepath.Glob(filepath.Join("..", "deploy", "crds", "*.yaml"))
-		if len(files) == 0 {
-			err = fmt.Errorf("no CRDs in deploy/crds")
-		}
-		var names []string
-		for _, f := range files {
-			y, rerr := os.ReadFile(f)
-			if rerr != nil {
-				err = rerr
-				return
-			}
-			j, yerr := yaml.YAMLToJSON(y)
-			if yerr != nil {
-				err = fmt.Errorf("%s: %v", f, yerr)
-				return
-			}
-			var m struct {
-				Metadata struct{ Name string } `json:"metadata"`
-			}
-			json.Unmarshal(j, &m)
-			names = append(names, m.Metadata.Name)
-			if _, cerr := c.Create(j); cerr != nil && !kubetest.IsStatus(cerr, http.StatusConflict) {
-				err = fmt.Errorf("%s: %v", f, cerr)
-				return
-			}
-		}
-		for _, n := range names {
-			if err = c.WaitCRDEstablished(n, 30*time.Second); err != nil {
-				return
-			}
-		}
-		// The apiserver delays creates of a kind established less than 2 s
-		// ago (upstream behaviour, see kubetest): wait it out once.
-		time.Sleep(2 * time.Second)
-	})
-	if err != nil {
+	if err := c.InstallCRDs(files...); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/patchbay-cni/patchbay/multinet/api"
 	"github.com/patchbay-cni/patchbay/multinet/kube"
 )
 
@@ -46,17 +47,7 @@ type Allocation struct {
 }
 
 // ObjectMeta is the part of metav1.ObjectMeta we use.
-type ObjectMeta struct {
-	Name              string            `json:"name,omitempty"`
-	Namespace         string            `json:"namespace,omitempty"`
-	UID               string            `json:"uid,omitempty"`
-	ResourceVersion   string            `json:"resourceVersion,omitempty"`
-	Generation        int64             `json:"generation,omitempty"`
-	Labels            map[string]string `json:"labels,omitempty"`
-	Annotations       map[string]string `json:"annotations,omitempty"`
-	CreationTimestamp string            `json:"creationTimestamp,omitempty"`
-	DeletionTimestamp string            `json:"deletionTimestamp,omitempty"`
-}
+type ObjectMeta = api.ObjectMeta
 
 // AllocationSpec says which address is held, in which address space, and
 // by whom: an attachment (container, interface, pod, node) and/or an

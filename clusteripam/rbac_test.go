@@ -5,12 +5,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"sigs.k8s.io/yaml"
-
-	"github.com/patchbay-cni/patchbay/internal/kubetest"
 )
 
 // deploy/cluster-ipam/rbac.yaml grants enough: a user holding only that
@@ -19,26 +16,7 @@ import (
 // by the apiserver (server-side dry run).
 func TestRBACIsEnough(t *testing.T) {
 	w := newWorld(t)
-	y, err := os.ReadFile(filepath.Join("..", "deploy", "cluster-ipam", "rbac.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, doc := range strings.Split(string(y), "\n---\n") {
-		if !strings.Contains(doc, "kind: ClusterRole\n") {
-			continue
-		}
-		j, err := yaml.YAMLToJSON([]byte(doc))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := w.c.Apply(j); err != nil {
-			t.Fatal(err)
-		}
-	}
-	binding := `{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"ClusterRoleBinding","metadata":{"name":"cluster-ipam-test-user"},
-		"roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"ClusterRole","name":"cluster-ipam"},
-		"subjects":[{"apiGroup":"rbac.authorization.k8s.io","kind":"User","name":"` + kubetest.PlainUser + `"}]}`
-	if _, err := w.c.Apply(binding); err != nil {
+	if err := w.c.BindPlainUser(filepath.Join("..", "deploy", "cluster-ipam", "rbac.yaml"), "cluster-ipam"); err != nil {
 		t.Fatal(err)
 	}
 	n := w.node("node-rbac")

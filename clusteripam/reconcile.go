@@ -126,7 +126,7 @@ func (al *Allocator) judge(ctx context.Context, a *Allocation, pods map[string]*
 				return keep, "IPAMClaims unreadable"
 			}
 			var err error
-			cl, err = al.getClaim(ctx, ref.Namespace, ref.Name) // confirm from etcd
+			cl, err = al.getClaim(ctx, ref.Namespace, ref.Name, false) // confirm from etcd
 			if err != nil && !kube.IsNotFound(err) {
 				return keep, "claim unreadable"
 			}

@@ -164,7 +164,8 @@ func TestKilledThenReconciled(t *testing.T) {
 	for when := 1; when < 60; when++ {
 		name := fmt.Sprintf("k%d", when)
 		p := w.pod(name)
-		wrap := []string{"strace", "-f", "-qq", "-o", "/dev/null", "-e", "trace=read", "-e", fmt.Sprintf("inject=read:signal=KILL:when=%d", when)}
+		// At the Nth write: the last ones come after the apiserver answered.
+		wrap := []string{"strace", "-f", "-qq", "-o", "/dev/null", "-e", "trace=write", "-e", fmt.Sprintf("inject=write:signal=KILL:when=%d", when)}
 		_, err := nd.run(t, call{verb: "ADD", cid: name, conf: conf, wrap: wrap,
 			args: "K8S_POD_NAMESPACE=" + w.ns + ";K8S_POD_NAME=" + name + ";K8S_POD_UID=" + p.UID})
 		if err == nil {

@@ -115,7 +115,7 @@ func unbind(a *Allocation) {
 // claimExists reports whether the claim (same UID) still exists. When in
 // doubt (an API error) it says yes: the address is then kept, not freed.
 func (al *Allocator) claimExists(ctx context.Context, ref *ClaimRef) bool {
-	cl, err := al.getClaim(ctx, ref.Namespace, ref.Name)
+	cl, err := al.getClaim(ctx, ref.Namespace, ref.Name, true)
 	if kube.IsNotFound(err) {
 		return false
 	}

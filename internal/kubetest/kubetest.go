@@ -19,8 +19,9 @@
 // a CA generated per cluster, which the client and the kubeconfig trust (no
 // insecure-skip-verify anywhere).
 //
-// The package uses the standard library only; client-go users can load
-// Cluster.Kubeconfig.
+// The package needs only the standard library and sigs.k8s.io/yaml (for
+// the manifests InstallCRDs and BindPlainUser read); client-go users can
+// load Cluster.Kubeconfig.
 package kubetest
 
 import (
@@ -30,6 +31,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -53,6 +55,8 @@ type Cluster struct {
 	apiBin          string
 	apiArgs         []string
 	disc            discoveryCache
+	crdMu           sync.Mutex
+	crds            map[string]bool // established by InstallCRDs
 }
 
 // Start runs a cluster for this test and stops it (killing exactly the two
