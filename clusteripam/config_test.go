@@ -221,14 +221,15 @@ func TestObjectNames(t *testing.T) {
 			t.Errorf("ObjectName(%q, %s) = %s, want %s", tc.scope, tc.addr, got, tc.want)
 		}
 	}
-	if scopeLabel("") != "default" || !labelValue.MatchString(scopeLabel(Scope("x", false, p))) {
+	if scopeLabel("") != "default" || !validLabelValue(scopeLabel(Scope("x", false, p))) {
 		t.Error("scope labels")
 	}
-	if nodeLabel("node-1") != "node-1" || !strings.HasPrefix(nodeLabel("Node With Spaces"), "h") {
+	if nodeLabel("node-1") != "node-1" || !strings.HasPrefix(nodeLabel("Node With Spaces"), "h") || nodeLabel(strings.Repeat("a", 64))[0] != 'h' ||
+		nodeLabel("-x")[0] != 'h' || nodeLabel("a.b_c-D9") != "a.b_c-D9" {
 		t.Error("node labels")
 	}
 	at := Attachment{Network: "n", ContainerID: strings.Repeat("f", 64), IfName: "eth0"}
-	if k := at.Key(); !labelValue.MatchString(k) || k == (Attachment{Network: "m", ContainerID: at.ContainerID, IfName: "eth0"}).Key() {
+	if k := at.Key(); !validLabelValue(k) || k == (Attachment{Network: "m", ContainerID: at.ContainerID, IfName: "eth0"}).Key() {
 		t.Errorf("attachment key %q", k)
 	}
 }
