@@ -170,6 +170,15 @@ func TestBinaryVerbs(t *testing.T) {
 	if _, err := n.run(t, call{verb: "STATUS", conf: bad}); err == nil {
 		t.Error("STATUS without a kubeconfig succeeded")
 	}
+	// No credentials at all: ADD is code 7 naming them; DEL succeeds (it
+	// cannot free anything, and failing would block the teardown for good).
+	noCreds := n.netconf(map[string]any{"range": "10.46.0.0/24", "kubernetes": map[string]any{"kubeconfig": "/nonexistent/kubeconfig"}}, nil)
+	if _, err := n.add(t, noCreds, "c3", ""); spec.AsError(err, 0).Code != spec.ErrInvalidNetworkConfig || !strings.Contains(err.Error(), `ipam.kubernetes.kubeconfig "/nonexistent/kubeconfig"`) {
+		t.Errorf("ADD without credentials: %v", err)
+	}
+	if err := n.del(t, noCreds, "c3", nil); err != nil {
+		t.Errorf("DEL without credentials: %v", err)
+	}
 	kc := filepath.Join(t.TempDir(), "kc")
 	w.c.WriteKubeconfig(kc, "wrong-token")
 	badCreds := n.netconf(map[string]any{"range": "10.46.0.0/24", "kubernetes": map[string]any{"kubeconfig": kc}}, nil)
@@ -255,7 +264,8 @@ func TestHundredConcurrentProcesses(t *testing.T) {
 }
 
 // The plugin killed (SIGKILL, injected by strace at the Nth write or read
-// system call) at every step of an ADD; then the runtime's DEL, which has
+// system call, or as it exits after printing its result) at every step of
+// an ADD; then the runtime's DEL, which has
 // no result to pass: nothing is left and nothing was handed out twice. The
 // kills land before the allocation exists and after it exists, both.
 func TestKilledAtEveryStep(t *testing.T) {
@@ -266,7 +276,7 @@ func TestKilledAtEveryStep(t *testing.T) {
 	nd := w.node("node-a")
 	conf := nd.netconf(map[string]any{"range": "10.48.0.0/24", "ipRanges": []any{map[string]any{"range": "fd48::/120"}}}, nil)
 	killedBefore, killedAfter, completed := 0, 0, 0
-	for _, sc := range []string{"write", "read", "connect"} {
+	for _, sc := range []string{"write", "read", "connect", "exit_group"} {
 		for when := 1; when < 60; when++ {
 			cid := fmt.Sprintf("k-%s-%d", sc, when)
 			wrap := []string{"strace", "-f", "-qq", "-o", "/dev/null", "-e", "trace=" + sc, "-e", fmt.Sprintf("inject=%s:signal=KILL:when=%d", sc, when)}
@@ -302,7 +312,7 @@ func TestKilledAtEveryStep(t *testing.T) {
 		}
 	}
 	t.Logf("killed before the allocation existed: %d, after: %d, completed: %d", killedBefore, killedAfter, completed)
-	if killedBefore == 0 || killedAfter == 0 || completed != 3 {
+	if killedBefore == 0 || killedAfter == 0 || completed != 4 {
 		t.Errorf("the kills did not cover both sides of the allocation (before %d, after %d, completed %d)", killedBefore, killedAfter, completed)
 	}
 }

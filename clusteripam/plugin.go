@@ -3,6 +3,7 @@ package clusteripam
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"os"
@@ -119,7 +120,7 @@ func setup(a *skel.CmdArgs, lenient bool) (*invocation, error) {
 	client, err := NewClient(kubeconfig)
 	if err != nil {
 		inv.close()
-		return nil, spec.Errorf(spec.ErrInvalidNetworkConfig, "cluster-ipam: Kubernetes API credentials (ipam.kubernetes.kubeconfig %q): %v", kubeconfig, err)
+		return nil, &credentialsError{spec.Errorf(spec.ErrInvalidNetworkConfig, "cluster-ipam: Kubernetes API credentials (ipam.kubernetes.kubeconfig %q): %v", kubeconfig, err)}
 	}
 	inv.al = &Allocator{Client: client, Log: log}
 	inv.at = Attachment{Network: a.Conf.Name, ContainerID: a.ContainerID, IfName: a.IfName, Node: node}
@@ -158,8 +159,23 @@ func cmdAdd(a *skel.CmdArgs) (*spec.Result, error) {
 	return res, nil
 }
 
+// credentialsError: no usable credentials at all (no kubeconfig file, not
+// in a pod).
+type credentialsError struct{ err *spec.Error }
+
+func (e *credentialsError) Error() string { return e.err.Error() }
+func (e *credentialsError) Unwrap() error { return e.err }
+
 func cmdDel(a *skel.CmdArgs) error {
 	inv, err := setup(a, true)
+	var ce *credentialsError
+	if errors.As(err, &ce) {
+		// Nothing can be freed without credentials, and failing would
+		// block the pod's teardown for good; what the attachment holds is
+		// freed by GC or the reconciler.
+		a.Log.Warn("DEL: no Kubernetes API credentials; nothing freed", "error", err)
+		return nil
+	}
 	if err != nil {
 		return err
 	}

@@ -39,6 +39,7 @@ func (al *Allocator) Del(ctx context.Context, c *Config, at Attachment, prev *sp
 			}
 			found[name] = a
 		}
+		complete = complete && len(found) >= len(c.Ranges)
 	}
 	if !complete {
 		var allocs []*Allocation
