@@ -65,9 +65,16 @@ func parseFlags(args []string) (*options, error) {
 		"directory with whereabouts v0.9.4 and its crds/ (scripts/bench-deps.sh; env PATCHBAY_WHEREABOUTS)")
 	fs.IntVar(&o.cipam.conc, "cipam-concurrency", 50, "concurrent ADDs in the cluster-IPAM section")
 	fs.IntVar(&o.cipam.prefill, "cipam-prefill", 1000, "allocations in the pool for the cluster-IPAM full-pool runs")
+	steps := fs.String("cipam-steps", "", "comma-separated parts of the cluster-IPAM section to run (default all): floor,single,concurrent,full,many")
 	many := fs.String("cipam-many", "", "PODSxNETWORKS: also run that many pods, each attached to that many networks, all at once (e.g. 128x16; slow for whereabouts)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
+	}
+	o.cipam.steps = map[string]bool{}
+	for _, st := range strings.Split(*steps, ",") {
+		if st = strings.TrimSpace(st); st != "" {
+			o.cipam.steps[st] = true
+		}
 	}
 	if *many != "" {
 		if _, err := fmt.Sscanf(*many, "%dx%d", &o.cipam.pods, &o.cipam.nets); err != nil || o.cipam.pods < 1 || o.cipam.nets < 1 {
