@@ -274,10 +274,7 @@ const randomProbes = 3
 // exhausted only when a quorum read of the pool shows every usable
 // address allocated.
 func (al *Allocator) dynamic(ctx context.Context, c *Config, r *Range, at Attachment, claim *ClaimRef) (*Allocation, error) {
-	seed := func(parts ...string) []byte {
-		h := sha256.Sum256([]byte(at.Key() + "\x00" + r.Prefix.String() + "\x00" + strings.Join(parts, "\x00")))
-		return h[:16]
-	}
+	seed := func(parts ...string) []byte { return candidateSeed(at, r, parts...) }
 	for k := range randomProbes {
 		a := r.Candidate(seed(strconv.Itoa(k)))
 		if c.reserved(a) {
@@ -344,4 +341,34 @@ func (c *Config) reserved(a netip.Addr) bool {
 		}
 	}
 	return false
+}
+
+// candidateSeed is the hash that picks an attachment's candidates in r.
+func candidateSeed(at Attachment, r *Range, parts ...string) []byte {
+	h := sha256.Sum256([]byte(at.Key() + "\x00" + r.Prefix.String() + "\x00" + strings.Join(parts, "\x00")))
+	return h[:16]
+}
+
+// likelyNames are the IPAllocations an ADD of the attachment most likely
+// made: per range its requested or static address, and its first hashed
+// candidates (in a pool less than half full, nearly always the first).
+func (c *Config) likelyNames(at Attachment) []string {
+	var names []string
+	for _, r := range c.Ranges {
+		scope := Scope(c.NetworkName, c.Overlapping, r.Prefix)
+		for k := range randomProbes {
+			names = append(names, ObjectName(scope, r.Candidate(candidateSeed(at, r, strconv.Itoa(k)))))
+		}
+		for _, q := range c.Requested {
+			if r.Requestable(q.Addr) {
+				names = append(names, ObjectName(scope, q.Addr))
+			}
+		}
+		for _, s := range c.Static {
+			if r.Requestable(s.Address.Addr()) {
+				names = append(names, ObjectName(scope, s.Address.Addr()))
+			}
+		}
+	}
+	return names
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"net/netip"
+	"slices"
 	"strings"
+	"sync"
 
 	"github.com/patchbay-cni/patchbay/multinet/kube"
 	"github.com/patchbay-cni/patchbay/spec"
@@ -12,10 +14,18 @@ import (
 
 // Del frees what the attachment holds: its addresses are deleted, except
 // an IPAMClaim's, which are only unbound (the claim keeps them for its
-// next pod) unless the claim is gone. With prev (the cached ADD result) and
-// a valid configuration the allocations are found by name; otherwise, or
-// when one named is not the attachment's, by the attachment label. Nothing
-// to free is not an error.
+// next pod) unless the claim is gone. Nothing to free is not an error.
+//
+// With prev (the cached ADD result) and a valid configuration the
+// allocations are read by name. Without (a DEL after a failed ADD,
+// containerd's repeated DELs), or when one named is not the attachment's,
+// they are looked up twice at once: by the attachment label in the
+// apiserver's watch cache (in memory, whatever the number of allocations)
+// and by name from etcd for the addresses the ADD most likely took (its
+// first hashed candidates, requested and static addresses: an allocation
+// made a moment ago is found even before the watch cache has it). Without
+// a valid configuration the label is listed from etcd (a read of every
+// allocation).
 func (al *Allocator) Del(ctx context.Context, c *Config, at Attachment, prev *spec.Result) error {
 	found := map[string]*Allocation{}
 	complete := c != nil && prev != nil && len(prev.IPs) > 0
@@ -42,14 +52,12 @@ func (al *Allocator) Del(ctx context.Context, c *Config, at Attachment, prev *sp
 		complete = complete && len(found) >= len(c.Ranges)
 	}
 	if !complete {
-		var allocs []*Allocation
-		if err := al.retry(ctx, func() (err error) { allocs, err = al.store().list(ctx, LabelAttachment+"="+at.Key(), false); return }); err != nil {
-			return apiError("listing the allocations of the attachment", err)
+		more, err := al.lookup(ctx, c, at)
+		if err != nil {
+			return err
 		}
-		for _, a := range allocs {
-			if at.holds(a) {
-				found[a.Metadata.Name] = a
-			}
+		for _, a := range more {
+			found[a.Metadata.Name] = a
 		}
 	}
 	var errs []error
@@ -59,6 +67,48 @@ func (al *Allocator) Del(ctx context.Context, c *Config, at Attachment, prev *sp
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// lookup finds the attachment's allocations without knowing their
+// addresses (see Del).
+func (al *Allocator) lookup(ctx context.Context, c *Config, at Attachment) ([]*Allocation, error) {
+	selector := LabelAttachment + "=" + at.Key()
+	if c == nil {
+		var allocs []*Allocation
+		if err := al.retry(ctx, func() (err error) { allocs, err = al.store().list(ctx, selector, false); return }); err != nil {
+			return nil, apiError("listing the allocations of the attachment", err)
+		}
+		return slices.DeleteFunc(allocs, func(a *Allocation) bool { return !at.holds(a) }), nil
+	}
+	names := c.likelyNames(at)
+	byName := make([]*Allocation, len(names))
+	errs := make([]error, len(names)+1)
+	var listed []*Allocation
+	var wg sync.WaitGroup
+	for i, name := range names {
+		wg.Go(func() {
+			err := al.retry(ctx, func() (err error) { byName[i], err = al.store().get(ctx, name, false); return })
+			if err != nil && !kube.IsNotFound(err) {
+				errs[i] = apiError("reading IPAllocation "+name, err)
+			}
+		})
+	}
+	wg.Go(func() {
+		if err := al.retry(ctx, func() (err error) { listed, err = al.store().list(ctx, selector, true); return }); err != nil {
+			errs[len(names)] = apiError("listing the allocations of the attachment", err)
+		}
+	})
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	var out []*Allocation
+	for _, a := range append(byName, listed...) {
+		if a != nil && at.holds(a) && !slices.ContainsFunc(out, func(o *Allocation) bool { return o.Metadata.Name == a.Metadata.Name }) {
+			out = append(out, a)
+		}
+	}
+	return out, nil
 }
 
 // holding returns the allocation of that name if the attachment holds it
