@@ -109,22 +109,27 @@ func TestCnitool(t *testing.T) {
 			confDir := filepath.Join(h.dir, "net.d")
 			os.MkdirAll(confDir, 0o755)
 			list := map[string]any{"cniVersion": "1.0.0", "name": "cipnet", "plugins": []any{map[string]any{
-				"type": "bridge", "bridge": "cib0", "isGateway": true,
+				"type": "bridge", "bridge": "cib0", "isGateway": true, "capabilities": map[string]any{"ips": true},
 				"ipam": h.ipam(map[string]any{"range": "10.60.0.0/24", "gateway": "10.60.0.1", "exclude": []any{"10.60.0.0/26"},
 					"ipRanges": []any{map[string]any{"range": "fd60::/120", "exclude": []any{"fd60::1"}}},
 					"routes":   []any{map[string]any{"dst": "10.61.0.0/16"}}}),
 			}}}
-			b, _ := json.Marshal(list)
-			if err := os.WriteFile(filepath.Join(confDir, "10-cip.conflist"), b, 0o644); err != nil {
-				t.Fatal(err)
+			small := map[string]any{"cniVersion": "1.0.0", "name": "cipsmall", "plugins": []any{map[string]any{
+				"type": "bridge", "bridge": "cib1", "ipam": h.ipam(map[string]any{"range": "10.64.0.0/30"})}}}
+			for f, l := range map[string]any{"10-cip.conflist": list, "20-small.conflist": small} {
+				b, _ := json.Marshal(l)
+				if err := os.WriteFile(filepath.Join(confDir, f), b, 0o644); err != nil {
+					t.Fatal(err)
+				}
 			}
 			varlib := filepath.Join(h.dir, "varlib")
 			os.MkdirAll(varlib, 0o700)
-			cnitool := func(pod, verb, podNS string) (string, error) {
-				env := []string{"NETCONFPATH=" + confDir, "CNI_PATH=" + h.binDir,
-					"CNI_ARGS=IgnoreUnknown=1;K8S_POD_NAMESPACE=" + w.ns + ";K8S_POD_NAME=" + pod}
-				return testutil.Cnitool(t, h.name, varlib, env, verb, "cipnet", podNS)
+			cnitoolOn := func(network, pod, verb, podNS string, extra ...string) (string, error) {
+				env := append([]string{"NETCONFPATH=" + confDir, "CNI_PATH=" + h.binDir,
+					"CNI_ARGS=IgnoreUnknown=1;K8S_POD_NAMESPACE=" + w.ns + ";K8S_POD_NAME=" + pod}, extra...)
+				return testutil.Cnitool(t, h.name, varlib, env, verb, network, podNS)
 			}
+			cnitool := func(pod, verb, podNS string) (string, error) { return cnitoolOn("cipnet", pod, verb, podNS) }
 			seen := map[netip.Addr]bool{}
 			type podNet struct{ name, ns, path string }
 			var pods []podNet
@@ -172,6 +177,41 @@ func TestCnitool(t *testing.T) {
 			for _, a := range allocs {
 				if a.Spec.Pod == nil || a.Spec.Pod.Namespace != w.ns || a.Spec.Node != "node-"+impl.name(t) || a.Spec.Network != "cipnet" {
 					t.Errorf("allocation %+v", a.Spec)
+				}
+			}
+			// Static addresses through the "ips" capability (CAP_ARGS).
+			sns, spath := testutil.NewNSLoDown(t, "cip")
+			out, err := cnitoolOn("cipnet", "static", "add", spath, `CAP_ARGS={"ips":["10.60.0.100/24","fd60::64/120"]}`)
+			if err != nil {
+				t.Fatalf("cnitool add with ips: %v\n%s", err, out)
+			}
+			if got := strings.Join(addrsIn(t, sns, "eth0"), " "); !strings.Contains(got, "10.60.0.100/24") || !strings.Contains(got, "fd60::64/120") {
+				t.Errorf("static addresses not in the pod: %s (result %s)", got, out)
+			}
+			pods = append(pods, podNet{"static", sns, spath})
+			// The same address again: refused, naming the holder.
+			_, dpath := testutil.NewNSLoDown(t, "cip")
+			if out, err := cnitoolOn("cipnet", "dup", "add", dpath, `CAP_ARGS={"ips":["10.60.0.100/24"]}`); err == nil ||
+				!strings.Contains(out, "address 10.60.0.100 of range 10.60.0.0/24 is already allocated to pod "+w.ns+"/static") {
+				t.Errorf("a taken static address: %v\n%s", err, out)
+			}
+			cnitoolOn("cipnet", "dup", "del", dpath)
+			// Exhaustion: a /30 has two addresses.
+			var smallPods []string
+			for i := range 3 {
+				_, path := testutil.NewNSLoDown(t, "cip")
+				out, err := cnitoolOn("cipsmall", fmt.Sprintf("s%d", i), "add", path)
+				if i < 2 && err != nil {
+					t.Fatalf("cnitool add %d in a /30: %v\n%s", i, err, out)
+				}
+				if i == 2 && (err == nil || !strings.Contains(out, "no free address in range 10.64.0.0/30 (10.64.0.1-10.64.0.2)")) {
+					t.Errorf("third ADD in a /30: %v\n%q", err, out)
+				}
+				smallPods = append(smallPods, path)
+			}
+			for i, path := range smallPods {
+				if out, err := cnitoolOn("cipsmall", fmt.Sprintf("s%d", i), "del", path); err != nil {
+					t.Errorf("cnitool del in the /30: %v\n%s", err, out)
 				}
 			}
 			for _, p := range pods {

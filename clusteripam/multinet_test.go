@@ -48,11 +48,12 @@ func (w *world) multinet() *mnEnv {
 	return &mnEnv{cniHost: h, list: l, cni: &runtime.CNI{Path: []string{h.binDir}, CacheDir: filepath.Join(h.dir, "cache")}}
 }
 
-// nad creates a NetworkAttachmentDefinition: bridge with cluster-ipam.
-func (e *mnEnv) nad(name string, ipam map[string]any) {
+// nad creates a NetworkAttachmentDefinition: bridge (declaring the "ips"
+// capability) with cluster-ipam.
+func (e *mnEnv) nad(name, bridge string, ipam map[string]any) {
 	e.w.t.Helper()
 	cfg, _ := json.Marshal(map[string]any{"cniVersion": "1.0.0", "name": name, "plugins": []any{map[string]any{
-		"type": "bridge", "bridge": "mnbl0", "ipam": e.ipam(ipam)}}})
+		"type": "bridge", "bridge": bridge, "capabilities": map[string]any{"ips": true}, "ipam": e.ipam(ipam)}}})
 	if _, err := e.w.c.Create(map[string]any{"apiVersion": "k8s.cni.cncf.io/v1", "kind": "NetworkAttachmentDefinition",
 		"metadata": map[string]any{"name": name, "namespace": e.w.ns}, "spec": map[string]any{"config": string(cfg)}}); err != nil {
 		e.w.t.Fatal(err)
@@ -133,7 +134,8 @@ func (e *mnEnv) secondaryIPs(p *mnPod, nad string) []string {
 func TestThroughMultinet(t *testing.T) {
 	w := newWorld(t)
 	e := w.multinet()
-	e.nad("blue", map[string]any{"range": "10.62.0.0/24", "ipRanges": []any{map[string]any{"range": "fd62::/64"}}})
+	e.nad("blue", "mnbl0", map[string]any{"range": "10.62.0.0/24", "ipRanges": []any{map[string]any{"range": "fd62::/64"}}})
+	e.nad("fixed", "mnbl1", map[string]any{"range": "10.65.0.0/24"})
 	p1 := e.pod("p1", `[{"name":"blue"}]`)
 	e.add(p1)
 	ips := e.secondaryIPs(p1, "blue")
@@ -150,6 +152,15 @@ func TestThroughMultinet(t *testing.T) {
 	if !slices.Equal(got, held) {
 		t.Errorf("network-status ips %v, allocations %v (bare addresses expected)", ips, held)
 	}
+
+	// A static address through the selection annotation's "ips".
+	ps := e.pod("static", `[{"name":"fixed","ips":["10.65.0.9/24"]}]`)
+	e.add(ps)
+	if got := e.secondaryIPs(ps, "fixed"); !slices.Equal(got, []string{"10.65.0.9"}) {
+		t.Errorf("static pod status ips %v, want [10.65.0.9]", got)
+	}
+	e.del(ps)
+	w.wantAllocations(2, "after the static pod's DEL")
 
 	// An IPAMClaim through the selection annotation.
 	w.claim("vm1.blue")
