@@ -31,6 +31,7 @@ build:
 	$(GO) build -trimpath -ldflags='-s -w' -o $(BIN)/multinet ./cmd/multinet
 	$(GO) build -trimpath -ldflags='-s -w' -o $(BIN)/multinet-daemon ./cmd/multinet-daemon
 	$(GO) build -trimpath -ldflags='-s -w' -o $(BIN)/multinet-shim ./cmd/multinet-shim
+	$(GO) build -trimpath -ldflags='-s -w' -o $(BIN)/cluster-ipam ./cmd/cluster-ipam
 	@cd $(BIN) && for t in $$(./patchbay-plugins types); do ln -sf patchbay-plugins $$t; done
 	@echo "built: $$(cd $(BIN) && ls | tr '\n' ' ')"
 

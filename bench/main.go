@@ -29,9 +29,10 @@ type options struct {
 	n, conc, rounds, prefill int
 	ours, ref, deb, out      string
 	only                     map[string]bool
+	cipam                    cipamOptions
 }
 
-var workloads = []string{"bhl", "seed", "masq", "steps", "hostlocal", "conc", "bytes", "loopback", "firewall", "bw"}
+var workloads = []string{"bhl", "seed", "masq", "steps", "hostlocal", "conc", "bytes", "loopback", "firewall", "bw", "cipam"}
 
 func envInt(name string, def int) int {
 	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
@@ -59,8 +60,26 @@ func parseFlags(args []string) (*options, error) {
 	fs.StringVar(&o.deb, "debian", "/usr/lib/cni", "Debian's containernetworking-plugins")
 	fs.StringVar(&o.out, "out", "bench/results.md", "where to write the table too (empty: stdout only)")
 	only := fs.String("only", "", "comma-separated workloads to run, of: "+strings.Join(workloads, ","))
+	home, _ := os.UserHomeDir()
+	fs.StringVar(&o.cipam.whereabouts, "whereabouts", envStr("PATCHBAY_WHEREABOUTS", filepath.Join(home, ".cache", "patchbay", "whereabouts-v0.9.4")),
+		"directory with whereabouts v0.9.4 and its crds/ (scripts/bench-deps.sh; env PATCHBAY_WHEREABOUTS)")
+	fs.IntVar(&o.cipam.conc, "cipam-concurrency", 50, "concurrent ADDs in the cluster-IPAM section")
+	fs.IntVar(&o.cipam.prefill, "cipam-prefill", 1000, "allocations in the pool for the cluster-IPAM full-pool runs")
+	steps := fs.String("cipam-steps", "", "comma-separated parts of the cluster-IPAM section to run (default all): floor,single,concurrent,full,many")
+	many := fs.String("cipam-many", "", "PODSxNETWORKS: also run that many pods, each attached to that many networks, all at once (e.g. 128x16; slow for whereabouts)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
+	}
+	o.cipam.steps = map[string]bool{}
+	for _, st := range strings.Split(*steps, ",") {
+		if st = strings.TrimSpace(st); st != "" {
+			o.cipam.steps[st] = true
+		}
+	}
+	if *many != "" {
+		if _, err := fmt.Sscanf(*many, "%dx%d", &o.cipam.pods, &o.cipam.nets); err != nil || o.cipam.pods < 1 || o.cipam.nets < 1 {
+			return nil, fmt.Errorf("-cipam-many %q: want PODSxNETWORKS, e.g. 128x16", *many)
+		}
 	}
 	if o.n < 1 || o.conc < 1 || o.rounds < 1 || o.prefill < 1 {
 		return nil, fmt.Errorf("-n, -concurrency, -rounds and -prefill must be at least 1")
@@ -128,6 +147,7 @@ func run(ctx context.Context, o *options, stdout io.Writer) (err error) {
 		e.impls = append(e.impls, im)
 	}
 	start, load0 := time.Now(), loadAvg()
+	var extra bytes.Buffer // sections with their own table
 	steps := []struct {
 		name string
 		f    func() error
@@ -142,6 +162,7 @@ func run(ctx context.Context, o *options, stdout io.Writer) (err error) {
 		{"loopback", func() error { return e.loopbackWorkload(ctx) }},
 		{"firewall", func() error { return e.firewallWorkload(ctx) }},
 		{"bw", func() error { return e.bandwidthWorkload(ctx) }}, // bandwidth.go
+		{"cipam", func() error { return e.cipamSection(ctx, o.cipam, &extra) }},
 	}
 	for _, s := range steps {
 		if !o.want(s.name) {
@@ -164,6 +185,7 @@ func run(ctx context.Context, o *options, stdout io.Writer) (err error) {
 	e.tbl.note("PASS/MISS compares ours with the fastest of ref v1.9.1 and Debian 1.1.1 measured in this run (ours/fastest ref); a run with failures never passes")
 	var buf bytes.Buffer
 	e.tbl.write(&buf, header(o, time.Since(start), load0, loadAvg()))
+	buf.Write(extra.Bytes())
 	stdout.Write(buf.Bytes())
 	if o.out != "" {
 		if err := os.WriteFile(o.out, buf.Bytes(), 0o644); err != nil {

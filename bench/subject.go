@@ -86,6 +86,9 @@ type subject struct {
 	list *spec.ConfList
 	// capArgs gives iteration i's capability args (nil: none).
 	capArgs func(i int) map[string]any
+	// podArgs adds the CNI_ARGS of a Kubernetes pod (K8S_POD_*), named
+	// after the container, as a kubelet would.
+	podArgs bool
 	// custom replaces the ADD/DEL pair (the veth floor).
 	custom func(ctx context.Context, i int, ctrPath string) (time.Duration, time.Duration, error)
 	// unavailable says why the subject is not measured (missing plugin,
@@ -101,6 +104,9 @@ func (s *subject) rt(i int, ctrPath string) *pbrt.RuntimeConf {
 	rt := &pbrt.RuntimeConf{ContainerID: fmt.Sprintf("pbb-%s-%d", s.impl.key, i), NetNS: ctrPath, IfName: "eth0"}
 	if s.capArgs != nil {
 		rt.CapabilityArgs = s.capArgs(i)
+	}
+	if s.podArgs {
+		rt.Args = podArgs(rt.ContainerID)
 	}
 	return rt
 }

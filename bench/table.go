@@ -31,10 +31,16 @@ func (t *table) write(w io.Writer, header []string) {
 	}
 	fmt.Fprintln(w)
 	cols := []string{"workload", "ours", "ref v1.9.1", "Debian 1.1.1", "ours/Debian", "ours/fastest ref", "target", "result"}
-	cells := [][]string{cols}
+	var cells [][]string
 	for _, r := range t.rows {
 		cells = append(cells, []string{r.workload, r.ours, r.ref, r.deb, r.ratioDeb, r.ratioB, r.target, r.verdict})
 	}
+	writeMarkdown(w, cols, cells, t.notes)
+}
+
+// writeMarkdown prints an aligned Markdown table and its notes.
+func writeMarkdown(w io.Writer, cols []string, rows [][]string, notes []string) {
+	cells := append([][]string{cols}, rows...)
 	width := make([]int, len(cols))
 	for _, c := range cells {
 		for i, s := range c {
@@ -58,10 +64,10 @@ func (t *table) write(w io.Writer, header []string) {
 	for _, c := range cells[1:] {
 		line(c)
 	}
-	if len(t.notes) > 0 {
+	if len(notes) > 0 {
 		fmt.Fprintln(w)
 		fmt.Fprintln(w, "Notes:")
-		for _, n := range t.notes {
+		for _, n := range notes {
 			fmt.Fprintln(w, "- "+n)
 		}
 	}

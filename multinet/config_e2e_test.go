@@ -7,9 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"sigs.k8s.io/yaml"
-
-	"github.com/patchbay-cni/patchbay/internal/kubetest"
 	"github.com/patchbay-cni/patchbay/multinet/api"
 )
 
@@ -91,26 +88,7 @@ func TestPre030Result(t *testing.T) {
 // ADD (pod GET, NAD GET, pods/status PATCH) and records events.
 func TestRBACIsEnough(t *testing.T) {
 	e := newEnv(t)
-	y, err := os.ReadFile(filepath.Join("..", "deploy", "multinet", "rbac.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, doc := range strings.Split(string(y), "\n---\n") {
-		if !strings.Contains(doc, "kind: ClusterRole\n") {
-			continue
-		}
-		j, err := yaml.YAMLToJSON([]byte(doc))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := e.c.Apply(j); err != nil {
-			t.Fatal(err)
-		}
-	}
-	binding := `{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"ClusterRoleBinding","metadata":{"name":"multinet-test-user"},
-		"roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"ClusterRole","name":"multinet"},
-		"subjects":[{"apiGroup":"rbac.authorization.k8s.io","kind":"User","name":"` + kubetest.PlainUser + `"}]}`
-	if _, err := e.c.Apply(binding); err != nil {
+	if err := e.c.BindPlainUser(filepath.Join("..", "deploy", "multinet", "rbac.yaml"), "multinet"); err != nil {
 		t.Fatal(err)
 	}
 	// The proxy passes the client's own token: write one with the user's.

@@ -79,8 +79,9 @@ func TestAddDelPod(t *testing.T) {
 		t.Fatalf("status has %d entries: %+v", len(st), st)
 	}
 	for i, s := range st {
+		// Bare addresses, as Multus writes them (§5.3.3 "addresses").
 		if s.Name != wantNames[i] || s.Interface != wantIf[i] || s.Default != (i == 0) || s.Mac == "" ||
-			len(s.IPs) != 1 || !strings.HasPrefix(s.IPs[0], wantNet[i]) {
+			len(s.IPs) != 1 || !strings.HasPrefix(s.IPs[0], wantNet[i]) || strings.Contains(s.IPs[0], "/") {
 			t.Errorf("status[%d] = %+v; want name %s interface %s default %v ip in %s", i, s, wantNames[i], wantIf[i], i == 0, wantNet[i])
 		}
 	}
@@ -128,7 +129,7 @@ func TestDelKeepsANewerStatus(t *testing.T) {
 	e := newEnv(t)
 	p := e.pod("p1", nil)
 	e.mustAdd(p)
-	newer := `[{"name":"kube-system/cluster","interface":"eth0","ips":["10.77.0.99/24"],"default":true}]`
+	newer := `[{"name":"kube-system/cluster","interface":"eth0","ips":["10.77.0.99"],"default":true}]`
 	patch := map[string]any{"metadata": map[string]any{"annotations": map[string]any{api.NetworkStatusAnnotation: newer}}}
 	if code, body, err := e.c.DoAs(e.c.Token, "PATCH", "/api/v1/namespaces/"+e.ns+"/pods/p1/status", "application/merge-patch+json", patch); err != nil || code != 200 {
 		t.Fatalf("PATCH: %d %v %s", code, err, body)

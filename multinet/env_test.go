@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -37,8 +36,6 @@ var (
 	buildOnce sync.Once
 	buildDir  string
 	buildErr  error
-	crdOnce   sync.Once
-	crdErr    error
 )
 
 // multinetBin builds cmd/multinet, cmd/multinet-daemon and cmd/multinet-shim
@@ -86,31 +83,12 @@ func removeStaleBuildDirs() {
 
 func installCRDs(t testing.TB, c *kubetest.Cluster) {
 	t.Helper()
-	crdOnce.Do(func() {
-		for _, f := range []string{"network-attachment-definitions.yaml", "ipamclaims.yaml"} {
-			y, err := os.ReadFile(filepath.Join("..", "deploy", "crds", f))
-			if err != nil {
-				crdErr = err
-				return
-			}
-			j, err := yaml.YAMLToJSON(y)
-			if err != nil {
-				crdErr = fmt.Errorf("%s: %v", f, err)
-				return
-			}
-			if _, err := c.Create(j); err != nil && !kubetest.IsStatus(err, http.StatusConflict) {
-				crdErr = fmt.Errorf("%s: %v", f, err)
-				return
-			}
-		}
-		for _, n := range []string{"network-attachment-definitions.k8s.cni.cncf.io", "ipamclaims.k8s.cni.cncf.io"} {
-			if crdErr = c.WaitCRDEstablished(n, 30*time.Second); crdErr != nil {
-				return
-			}
-		}
-	})
-	if crdErr != nil {
-		t.Fatal(crdErr)
+	var files []string
+	for _, f := range []string{"network-attachment-definitions.yaml", "ipamclaims.yaml"} {
+		files = append(files, filepath.Join("..", "deploy", "crds", f))
+	}
+	if err := c.InstallCRDs(files...); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -501,29 +479,8 @@ func startForwarder(t testing.TB, c *kubetest.Cluster, hostPath string) (string,
 	if err := netns.Do(hostPath, func() (err error) { ln, err = net.Listen("tcp", "127.0.0.1:0"); return }); err != nil {
 		t.Fatal(err)
 	}
-	u, _ := url.Parse(c.URL)
-	conns := new(atomic.Int64)
-	go func() {
-		for {
-			in, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			conns.Add(1)
-			go func() {
-				defer in.Close()
-				out, err := net.Dial("tcp", u.Host)
-				if err != nil {
-					return
-				}
-				defer out.Close()
-				go io.Copy(out, in)
-				io.Copy(in, out)
-			}()
-		}
-	}()
 	t.Cleanup(func() { ln.Close() })
-	return ln.Addr().String(), conns
+	return ln.Addr().String(), c.Relay(ln)
 }
 
 func execOut(bin string, args ...string) (string, error) {

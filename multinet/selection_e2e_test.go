@@ -239,8 +239,8 @@ func TestRuntimeCNIArgsGoToTheClusterNetworkOnly(t *testing.T) {
 		t.Fatalf("ADD with CNI_ARGS IP=10.77.0.50: %v\n%s", err, e.log())
 	}
 	st := statusOf(t, e, p)
-	if len(st) != 2 || !slices.Equal(st[0].IPs, []string{"10.77.0.50/24"}) || len(st[1].IPs) != 1 || !strings.HasPrefix(st[1].IPs[0], "10.78.1.") {
-		t.Errorf("status = %+v, want eth0 10.77.0.50/24 and net1 in 10.78.1.0/24", st)
+	if len(st) != 2 || !slices.Equal(st[0].IPs, []string{"10.77.0.50"}) || len(st[1].IPs) != 1 || !strings.HasPrefix(st[1].IPs[0], "10.78.1.") {
+		t.Errorf("status = %+v, want eth0 10.77.0.50 and net1 in 10.78.1.0/24", st)
 	}
 	if err := e.inHost(func() error { return e.cni.DelNetworkList(t.Context(), e.conf(), rt) }); err != nil {
 		t.Fatal(err)

@@ -15,3 +15,22 @@ if [ ! -x /usr/lib/cni/bridge ] || [ ! -x /usr/lib/cni/host-local ]; then
 	apt-get install -y -qq --no-install-recommends containernetworking-plugins >/dev/null
 fi
 dpkg-query -W -f='debian containernetworking-plugins ${Version}\n' containernetworking-plugins
+
+# whereabouts, the cluster-IPAM peer (measured against, never a product
+# dependency): built from the Go module proxy through the wrapper module
+# test/whereabouts into ~/.cache/patchbay/whereabouts-<version>/, with its
+# CRDs copied from the module itself (they are in the module zip).
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+wb_mod="$here/../test/whereabouts"
+WB_VERSION="$(awk '$1 == "github.com/k8snetworkplumbingwg/whereabouts" { print $2 }' "$wb_mod/go.mod")"
+[ -n "$WB_VERSION" ] || { echo "no whereabouts requirement in $wb_mod/go.mod" >&2; exit 1; }
+WB_CACHE="${WB_CACHE:-$HOME/.cache/patchbay/whereabouts-$WB_VERSION}"
+if [ ! -x "$WB_CACHE/whereabouts" ] || ! ls "$WB_CACHE"/crds/*.yaml >/dev/null 2>&1; then
+	echo "building whereabouts $WB_VERSION into $WB_CACHE (the first build takes a few minutes)"
+	mkdir -p "$WB_CACHE/crds"
+	(cd "$wb_mod" && CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o "$WB_CACHE/whereabouts.new" github.com/k8snetworkplumbingwg/whereabouts/cmd)
+	mv "$WB_CACHE/whereabouts.new" "$WB_CACHE/whereabouts"
+	wb_dir="$(cd "$wb_mod" && go list -m -f '{{.Dir}}' github.com/k8snetworkplumbingwg/whereabouts)"
+	cp "$wb_dir"/doc/crds/whereabouts.cni.cncf.io_*.yaml "$WB_CACHE/crds/"
+fi
+echo "whereabouts $WB_VERSION: $WB_CACHE/whereabouts"

@@ -19,8 +19,9 @@
 // a CA generated per cluster, which the client and the kubeconfig trust (no
 // insecure-skip-verify anywhere).
 //
-// The package uses the standard library only; client-go users can load
-// Cluster.Kubeconfig.
+// The package needs only the standard library and sigs.k8s.io/yaml (for
+// the manifests InstallCRDs and BindPlainUser read); client-go users can
+// load Cluster.Kubeconfig.
 package kubetest
 
 import (
@@ -30,6 +31,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -50,7 +52,11 @@ type Cluster struct {
 	Startup    time.Duration
 
 	etcd, apiserver *process
+	apiBin          string
+	apiArgs         []string
 	disc            discoveryCache
+	crdMu           sync.Mutex
+	crds            map[string]bool // established by InstallCRDs
 }
 
 // Start runs a cluster for this test and stops it (killing exactly the two
@@ -74,6 +80,15 @@ func Start(t testing.TB) *Cluster {
 	})
 	t.Logf("kubetest: %s ready in %v (etcd pid %d, apiserver pid %d)", c.URL, c.Startup.Round(time.Millisecond), c.etcd.Pid(), c.apiserver.Pid())
 	return c
+}
+
+// StartIn runs a cluster with its state in dir, for programs (the
+// benchmarks); tests use Start or Shared. The caller stops it.
+func StartIn(dir string) (*Cluster, error) {
+	if os.Geteuid() != 0 {
+		return nil, fmt.Errorf("kubetest needs root")
+	}
+	return start(dir)
 }
 
 // PIDs returns the process IDs of etcd and kube-apiserver.

@@ -3,6 +3,8 @@ package kubetest_test
 import (
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"strconv"
@@ -227,7 +229,9 @@ func TestPod(t *testing.T) {
 	}
 }
 
-// A cluster of its own is stopped with the test: both PIDs are gone.
+// A cluster of its own is stopped with the test: both PIDs are gone, also
+// after an apiserver restart. The restarted apiserver keeps its address and
+// etcd's data, and Relay reaches it again.
 func TestStartStopLeavesNoProcess(t *testing.T) {
 	var pids []int
 	t.Run("cluster", func(t *testing.T) {
@@ -241,8 +245,48 @@ func TestStartStopLeavesNoProcess(t *testing.T) {
 		if _, _, err := c.Do("GET", "/readyz", nil); err != nil {
 			t.Fatal(err)
 		}
+		if err := c.EnsureNamespace("kept"); err != nil {
+			t.Fatal(err)
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		conns := c.Relay(ln)
+		relayed := func() error {
+			req, _ := http.NewRequest("GET", "https://"+ln.Addr().String()+"/readyz", nil)
+			req.Header.Set("Authorization", "Bearer "+c.Token)
+			resp, err := c.Client.Do(req)
+			if err != nil {
+				return err
+			}
+			resp.Body.Close()
+			if resp.StatusCode != 200 {
+				return fmt.Errorf("status %d", resp.StatusCode)
+			}
+			return nil
+		}
+		if err := relayed(); err != nil {
+			t.Fatalf("through the relay: %v", err)
+		}
+		old := c.PIDs()[1]
+		if err := c.RestartAPIServer(200 * time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+		if pid := c.PIDs()[1]; pid == old || syscall.Kill(old, 0) == nil {
+			t.Errorf("apiserver pid %d after restart, old %d still running: %v", pid, old, syscall.Kill(old, 0))
+		}
+		pids = append(pids, c.PIDs()[1])
+		if _, err := c.Get("v1", "Namespace", "", "kept"); err != nil {
+			t.Errorf("namespace lost across the restart: %v", err)
+		}
+		c.Client.CloseIdleConnections()
+		if err := relayed(); err != nil || conns.Load() < 2 {
+			t.Errorf("through the relay after the restart: %v (%d connections)", err, conns.Load())
+		}
 	})
-	if len(pids) != 2 {
+	if len(pids) != 3 {
 		t.Fatalf("pids %v", pids)
 	}
 	for _, pid := range pids {

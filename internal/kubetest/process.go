@@ -21,7 +21,8 @@ type process struct {
 // test binary even when that never runs its cleanups (a -timeout panic, a
 // crash): no orphan servers (see launch.Start).
 func startProcess(name, logPath, bin string, args ...string) (*process, error) {
-	log, err := os.Create(logPath)
+	// Appended to: a restarted process keeps the earlier lines.
+	log, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
 	}

@@ -111,20 +111,10 @@ func (c *Cluster) startAPIServer(bin, etcdURL string, cr *Credentials) error {
 			return err
 		}
 		c.URL = "https://127.0.0.1:" + strconv.Itoa(ports[0])
-		p, err := startProcess("kube-apiserver", filepath.Join(c.Dir, "kube-apiserver.log"), bin,
-			APIServerFlags(cr, etcdURL, "127.0.0.1", ports[0], filepath.Join(c.Dir, "apiserver-certs"))...)
-		if err != nil {
-			return err
-		}
-		c.apiserver = p
-		lastErr = waitReady(p, apiserverReadyTimeout, func() bool {
-			status, _, err := c.Do("GET", "/readyz", nil)
-			return err == nil && status == http.StatusOK
-		})
-		if lastErr == nil {
+		c.apiBin, c.apiArgs = bin, APIServerFlags(cr, etcdURL, "127.0.0.1", ports[0], filepath.Join(c.Dir, "apiserver-certs"))
+		if lastErr = c.runAPIServer(); lastErr == nil {
 			return nil
 		}
-		p.stop(5 * time.Second)
 		if !logMentions(filepath.Join(c.Dir, "kube-apiserver.log"), "address already in use") {
 			break
 		}
@@ -172,6 +162,42 @@ func APIServerFlags(cr *Credentials, etcdURL, address string, port int, certDir 
 		"--endpoint-reconciler-type=none",
 		"--profiling=false",
 	}
+}
+
+// runAPIServer starts kube-apiserver with c.apiArgs and waits until it is
+// ready (or stops it again).
+func (c *Cluster) runAPIServer() error {
+	p, err := startProcess("kube-apiserver", filepath.Join(c.Dir, "kube-apiserver.log"), c.apiBin, c.apiArgs...)
+	if err != nil {
+		return err
+	}
+	c.apiserver = p
+	err = waitReady(p, apiserverReadyTimeout, func() bool {
+		status, _, err := c.Do("GET", "/readyz", nil)
+		return err == nil && status == http.StatusOK
+	})
+	if err != nil {
+		p.stop(5 * time.Second)
+	}
+	return err
+}
+
+// RestartAPIServer stops kube-apiserver (SIGTERM, as a rolling update
+// does), waits down, and starts it again on the same address; etcd and
+// its data stay. It returns once the new one is ready.
+func (c *Cluster) RestartAPIServer(down time.Duration) error {
+	if err := c.apiserver.stop(10 * time.Second); err != nil {
+		return err
+	}
+	time.Sleep(down)
+	var err error
+	for attempt := 0; attempt < 20; attempt++ { // the port may linger briefly
+		if err = c.runAPIServer(); err == nil {
+			return nil
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	return fmt.Errorf("restart kube-apiserver: %w", err)
 }
 
 // waitReady polls ready until it holds, the process exits, or timeout.

@@ -144,9 +144,14 @@ func NetworkName(namespace, name string) string { return namespace + "/" + name 
 //     (§5.3.2.1, §5.3.4.1).
 //   - no result: the minimal map, name/interface/default (§5.1.1).
 //
-// "ips" keep their prefix length, as in the §5.4 examples ("192.0.2.2/24");
-// Multus writes bare addresses. "dns" is the result's nameservers, domain
-// and search. A 20-byte hardware address (IP over InfiniBand) is also
+// "ips" are bare addresses ("192.0.2.2"): §5.3.3 asks for "addresses", and
+// Multus, the NAD client library and the tools that read the annotation
+// (whereabouts' reconciler, KubeVirt) write and parse bare addresses; the
+// §5.4 examples print prefix lengths, which those readers do not accept
+// (whereabouts' reconciler then takes a live pod's address for orphaned and
+// frees it). The prefix length is not written anywhere: the CNI result
+// has it, and no reader of the annotation asks for it. "dns" is the
+// result's nameservers, domain and search. A 20-byte hardware address (IP over InfiniBand) is also
 // written as "infiniband-guid", as §5.4's example shows.
 func New(in Input) (Entry, error) {
 	e := Entry{Name: in.Name, Default: in.Default, Interface: in.IfName}
@@ -174,7 +179,7 @@ func New(in Input) (Entry, error) {
 	if r.CNIVersion != "" && spec.Compare(r.CNIVersion, spec.V030) < 0 {
 		for _, ip := range r.IPs {
 			if ip != nil {
-				e.IPs = append(e.IPs, ip.Address.String())
+				e.IPs = append(e.IPs, ip.Address.Addr().String())
 			}
 		}
 		return e, nil
@@ -192,7 +197,7 @@ func New(in Input) (Entry, error) {
 		}
 		if sandbox >= 0 && ip.Interface != nil && *ip.Interface == sandbox ||
 			sandbox < 0 && (ip.Interface == nil || *ip.Interface < 0) {
-			e.IPs = append(e.IPs, ip.Address.String())
+			e.IPs = append(e.IPs, ip.Address.Addr().String())
 		}
 	}
 	if sandbox >= 0 {

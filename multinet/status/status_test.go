@@ -50,32 +50,32 @@ func TestNewFromResults(t *testing.T) {
 	}{
 		{"0.2.0: ip4+ip6 combined, interface from CNI_IFNAME, no mac",
 			`{"cniVersion":"0.2.0","ip4":{"ip":"10.1.0.5/16","gateway":"10.1.0.1","routes":[{"dst":"0.0.0.0/0"}]},"ip6":{"ip":"2001:db8::5/64"},"dns":{"nameservers":["10.1.0.1"]}}`,
-			"net1", Entry{Name: "ns/n", Interface: "net1", IPs: []string{"10.1.0.5/16", "2001:db8::5/64"}, DNS: &DNS{Nameservers: []string{"10.1.0.1"}}}},
+			"net1", Entry{Name: "ns/n", Interface: "net1", IPs: []string{"10.1.0.5", "2001:db8::5"}, DNS: &DNS{Nameservers: []string{"10.1.0.1"}}}},
 		{"0.1.0: ip4 only",
 			`{"cniVersion":"0.1.0","ip4":{"ip":"192.168.5.7/24"}}`,
-			"net1", Entry{Name: "ns/n", Interface: "net1", IPs: []string{"192.168.5.7/24"}}},
+			"net1", Entry{Name: "ns/n", Interface: "net1", IPs: []string{"192.168.5.7"}}},
 		{"0.2.0 without a CNI_IFNAME: interface left blank",
 			`{"cniVersion":"0.2.0","ip4":{"ip":"192.168.5.7/24"}}`,
-			"", Entry{Name: "ns/n", IPs: []string{"192.168.5.7/24"}}},
+			"", Entry{Name: "ns/n", IPs: []string{"192.168.5.7"}}},
 		{"0.4.0 bridge: host interfaces skipped, rule 1",
 			`{"cniVersion":"0.4.0","interfaces":[{"name":"cni0","mac":"0a:58:0a:01:00:01"},{"name":"veth1234","mac":"3a:1b:22:33:44:55"},{"name":"eth1","mac":"0a:58:0a:01:00:05","sandbox":"/var/run/netns/p1"}],
 			  "ips":[{"version":"4","interface":0,"address":"10.1.0.1/16"},{"version":"4","interface":2,"address":"10.1.0.5/16","gateway":"10.1.0.1"},{"version":"6","interface":2,"address":"2001:db8::5/64"}],
 			  "dns":{"nameservers":["10.1.0.1"],"domain":"example.com","search":["example.com"],"options":["ndots:5"]}}`,
-			"net9", Entry{Name: "ns/n", Interface: "eth1", Mac: "0a:58:0a:01:00:05", IPs: []string{"10.1.0.5/16", "2001:db8::5/64"},
+			"net9", Entry{Name: "ns/n", Interface: "eth1", Mac: "0a:58:0a:01:00:05", IPs: []string{"10.1.0.5", "2001:db8::5"},
 				DNS: &DNS{Nameservers: []string{"10.1.0.1"}, Domain: "example.com", Search: []string{"example.com"}}}},
 		{"0.3.1: rule 1",
 			`{"cniVersion":"0.3.1","interfaces":[{"name":"eth1","mac":"02:00:00:00:00:01","sandbox":"/proc/1/ns/net"}],"ips":[{"version":"4","interface":0,"address":"192.0.2.2/24"}]}`,
-			"net1", Entry{Name: "ns/n", Interface: "eth1", Mac: "02:00:00:00:00:01", IPs: []string{"192.0.2.2/24"}}},
+			"net1", Entry{Name: "ns/n", Interface: "eth1", Mac: "02:00:00:00:00:01", IPs: []string{"192.0.2.2"}}},
 		{"1.1.0 multiple sandbox interfaces: the first one only, with its mtu",
 			`{"cniVersion":"1.1.0","interfaces":[{"name":"host0","mac":"02:00:00:00:00:09"},{"name":"eth1","mac":"02:00:00:00:00:01","mtu":9000,"sandbox":"/run/netns/a"},{"name":"eth2","mac":"02:00:00:00:00:02","sandbox":"/run/netns/a"}],
 			  "ips":[{"interface":2,"address":"10.2.0.5/24"},{"interface":1,"address":"10.1.0.5/24"},{"interface":1,"address":"2001:db8::5/64"},{"address":"10.9.0.5/24"}]}`,
-			"net1", Entry{Name: "ns/n", Interface: "eth1", Mac: "02:00:00:00:00:01", MTU: 9000, IPs: []string{"10.1.0.5/24", "2001:db8::5/64"}}},
+			"net1", Entry{Name: "ns/n", Interface: "eth1", Mac: "02:00:00:00:00:01", MTU: 9000, IPs: []string{"10.1.0.5", "2001:db8::5"}}},
 		{"1.1.0 no interfaces: rule 2, IPs without interface index",
 			`{"cniVersion":"1.1.0","ips":[{"address":"10.1.0.5/24","gateway":"10.1.0.1"},{"address":"2001:db8::5/64"}],"routes":[{"dst":"0.0.0.0/0","gw":"10.1.0.1"}]}`,
-			"net1", Entry{Name: "ns/n", Interface: "net1", IPs: []string{"10.1.0.5/24", "2001:db8::5/64"}}},
+			"net1", Entry{Name: "ns/n", Interface: "net1", IPs: []string{"10.1.0.5", "2001:db8::5"}}},
 		{"1.1.0 no sandbox interface: rule 2 skips IPs of host interfaces",
 			`{"cniVersion":"1.1.0","interfaces":[{"name":"host0","mac":"02:00:00:00:00:09"}],"ips":[{"interface":0,"address":"10.0.0.1/24"},{"address":"10.1.0.5/24"},{"interface":-1,"address":"10.2.0.5/24"}]}`,
-			"net1", Entry{Name: "ns/n", Interface: "net1", IPs: []string{"10.1.0.5/24", "10.2.0.5/24"}}},
+			"net1", Entry{Name: "ns/n", Interface: "net1", IPs: []string{"10.1.0.5", "10.2.0.5"}}},
 		{"1.0.0 sandbox interface but IPs without index: neither rule holds, no ips",
 			`{"cniVersion":"1.0.0","interfaces":[{"name":"eth1","mac":"02:00:00:00:00:01","sandbox":"/run/netns/a"}],"ips":[{"address":"10.1.0.5/24"}]}`,
 			"net1", Entry{Name: "ns/n", Interface: "eth1", Mac: "02:00:00:00:00:01"}},
@@ -85,7 +85,7 @@ func TestNewFromResults(t *testing.T) {
 		{"IP over InfiniBand: 20-byte hardware address also as infiniband-guid (§5.4 example)",
 			`{"cniVersion":"1.0.0","interfaces":[{"name":"ib0","mac":"80:00:11:22:33:44:55:66:77:88:99:aa:bb:cc:dd:ee:ff:00:11:22","sandbox":"/run/netns/a"}],"ips":[{"interface":0,"address":"198.51.100.1/24"}]}`,
 			"net1", Entry{Name: "ns/n", Interface: "ib0", Mac: "80:00:11:22:33:44:55:66:77:88:99:aa:bb:cc:dd:ee:ff:00:11:22",
-				InfinibandGUID: "80:00:11:22:33:44:55:66:77:88:99:aa:bb:cc:dd:ee:ff:00:11:22", IPs: []string{"198.51.100.1/24"}}},
+				InfinibandGUID: "80:00:11:22:33:44:55:66:77:88:99:aa:bb:cc:dd:ee:ff:00:11:22", IPs: []string{"198.51.100.1"}}},
 		{"no result: the minimal map (§5.1.1)", "", "net1", Entry{Name: "ns/n", Interface: "net1"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -114,7 +114,7 @@ func TestNewResultInCode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Entry{Name: "ns/n", Interface: "eth1", Mac: "02:00:00:00:00:01", IPs: []string{"10.0.0.2/24"}}
+	want := Entry{Name: "ns/n", Interface: "eth1", Mac: "02:00:00:00:00:01", IPs: []string{"10.0.0.2"}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got %+v want %+v", got, want)
 	}
@@ -162,7 +162,10 @@ func TestDefaultGateways(t *testing.T) {
 // "default": false is written on the other entries (§5.3.5 says the key is
 // required), and the InfiniBand entry also has "mac" (§5.3.4: the hardware
 // address of the interface). The typographic quote after "192.0.2.1" in the
-// printed example is a plain one here.
+// printed example is a plain one here. "ips" are bare addresses: §5.3.3
+// says "addresses", and the readers of the annotation (Multus, the NAD
+// client library, whereabouts' reconciler) only accept bare ones; the
+// printed example's prefix lengths are not written.
 func TestEncodeSpecExampleSingleGateway(t *testing.T) {
 	entries := specExampleEntries(t, gws("192.0.2.1"))
 	got, err := Encode(entries)
@@ -173,7 +176,7 @@ func TestEncodeSpecExampleSingleGateway(t *testing.T) {
 {
 "name": "namespace-a/cluster-wide-default",
 "interface": "eth5",
-"ips": [ "192.0.2.2/24", "2001:db8::2230/32" ],
+"ips": [ "192.0.2.2", "2001:db8::2230" ],
 "mac": "02:11:22:33:44:54",
 "default-route": ["192.0.2.1"],
 "default": true
@@ -181,7 +184,7 @@ func TestEncodeSpecExampleSingleGateway(t *testing.T) {
 {
 "name": "namespace-b/some-network",
 "interface": "eth1",
-"ips": [ "192.0.2.2/24", "2001:db8::2234/32" ],
+"ips": [ "192.0.2.2", "2001:db8::2234" ],
 "mac": "02:11:22:33:44:55",
 "dns": {
 "nameservers": [ "192.0.2.1", "2001:db8:4860::8888" ],
@@ -192,7 +195,7 @@ func TestEncodeSpecExampleSingleGateway(t *testing.T) {
 {
 "name": "namespace-a/an-ip-over-infiniband-network",
 "interface": "ib0",
-"ips": [ "198.51.100.1/24" ],
+"ips": [ "198.51.100.1" ],
 "mac": "80:00:11:22:33:44:55:66:77:88:99:aa:bb:cc:dd:ee:ff:00:11:22",
 "infiniband-guid": "80:00:11:22:33:44:55:66:77:88:99:aa:bb:cc:dd:ee:ff:00:11:22",
 "default": false
