@@ -57,9 +57,11 @@ func firstConfFile(dir string) (string, error) {
 	return "", fmt.Errorf("no .conf, .conflist or .json file in %s", dir)
 }
 
+// isMultinet: the thin plugin's or the thick shim's configuration (the
+// daemon resolving a directory must not pick the shim's conflist either).
 func isMultinet(l *spec.ConfList) bool {
 	for _, p := range l.Plugins {
-		if p.Network.Type == "multinet" {
+		if p.Network.Type == "multinet" || p.Network.Type == "multinet-shim" {
 			return true
 		}
 	}
