@@ -112,21 +112,27 @@ func UninstallCommand(args []string, stdout, stderr io.Writer) int {
 	confDir := fs.String("cni-conf-dir", "/etc/cni/net.d", "the node's CNI configuration directory")
 	binDir := fs.String("cni-bin-dir", "/opt/cni/bin", "the node's CNI plugin directory (with -binaries)")
 	binaries := fs.Bool("binaries", false, "also remove our binaries (multinet, the shim, patchbay-plugins and its links)")
-	whenDeleted := fs.String("when-deleted", "", "NAMESPACE/NAME of the DaemonSet: uninstall only if it is deleted (not on a restart or an upgrade)")
+	whenDeleted := fs.String("when-deleted", "", "[NAMESPACE/]NAME of the DaemonSet (default namespace: the pod's): uninstall only if it is deleted (not on a restart or an upgrade)")
 	sa := fs.String("service-account", envOr("SERVICE_ACCOUNT", "multinet"), "the pod's service account (env SERVICE_ACCOUNT)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	if *whenDeleted != "" {
 		ns, name, ok := strings.Cut(*whenDeleted, "/")
-		if !ok || ns == "" || name == "" {
-			fmt.Fprintf(stderr, "multinet uninstall: -when-deleted %q: want NAMESPACE/NAME\n", *whenDeleted)
+		if !ok {
+			ns, name = "", *whenDeleted
+		}
+		if (ok && ns == "") || name == "" || strings.Contains(name, "/") {
+			fmt.Fprintf(stderr, "multinet uninstall: -when-deleted %q: want [NAMESPACE/]NAME\n", *whenDeleted)
 			return 2
 		}
 		api, err := InClusterAPI(ServiceAccountDir, *sa)
 		if err != nil {
 			fmt.Fprintln(stderr, "multinet uninstall: keeping multinet installed: cannot ask the apiserver:", err)
 			return 0
+		}
+		if ns == "" {
+			ns = api.Namespace
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
