@@ -29,9 +29,11 @@ type options struct {
 	n, conc, rounds, prefill int
 	ours, ref, deb, out      string
 	only                     map[string]bool
+	multus                   string // Multus v4.3.0 binaries (node workload)
+	nodeBurst                int
 }
 
-var workloads = []string{"bhl", "seed", "masq", "steps", "hostlocal", "conc", "bytes", "loopback"}
+var workloads = []string{"bhl", "seed", "masq", "steps", "hostlocal", "conc", "bytes", "loopback", "node"}
 
 func envInt(name string, def int) int {
 	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
@@ -58,6 +60,8 @@ func parseFlags(args []string) (*options, error) {
 	fs.StringVar(&o.ref, "ref", os.Getenv("PATCHBAY_REF_BIN"), "reference plugins v1.9.1 (env PATCHBAY_REF_BIN)")
 	fs.StringVar(&o.deb, "debian", "/usr/lib/cni", "Debian's containernetworking-plugins")
 	fs.StringVar(&o.out, "out", "bench/results.md", "where to write the table too (empty: stdout only)")
+	fs.StringVar(&o.multus, "multus", envStr("PATCHBAY_MULTUS_BIN", filepath.Join(os.Getenv("HOME"), ".cache/patchbay/multus-v4.3.0")), "Multus v4.3.0 binaries for the node workload (env PATCHBAY_MULTUS_BIN)")
+	fs.IntVar(&o.nodeBurst, "node-burst", 100, "pods created at once in the node workload's memory burst")
 	only := fs.String("only", "", "comma-separated workloads to run, of: "+strings.Join(workloads, ","))
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -140,6 +144,7 @@ func run(ctx context.Context, o *options, stdout io.Writer) (err error) {
 		{"conc", func() error { return e.concurrentWorkload(ctx, o.conc, o.rounds) }},
 		{"bytes", func() error { e.bytesWorkload(); return nil }},
 		{"loopback", func() error { return e.loopbackWorkload(ctx) }},
+		{"node", func() error { return e.nodeWorkload(ctx, o) }},
 	}
 	for _, s := range steps {
 		if !o.want(s.name) {
@@ -162,6 +167,7 @@ func run(ctx context.Context, o *options, stdout io.Writer) (err error) {
 	e.tbl.note("PASS/MISS compares ours with the fastest of ref v1.9.1 and Debian 1.1.1 measured in this run (ours/fastest ref); a run with failures never passes")
 	var buf bytes.Buffer
 	e.tbl.write(&buf, header(o, time.Since(start), load0, loadAvg()))
+	e.writeNode(&buf)
 	stdout.Write(buf.Bytes())
 	if o.out != "" {
 		if err := os.WriteFile(o.out, buf.Bytes(), 0o644); err != nil {

@@ -35,6 +35,20 @@ func (t *table) write(w io.Writer, header []string) {
 	for _, r := range t.rows {
 		cells = append(cells, []string{r.workload, r.ours, r.ref, r.deb, r.ratioDeb, r.ratioB, r.target, r.verdict})
 	}
+	writeGrid(w, cells)
+	if len(t.notes) > 0 {
+		fmt.Fprintln(w)
+		fmt.Fprintln(w, "Notes:")
+		for _, n := range t.notes {
+			fmt.Fprintln(w, "- "+n)
+		}
+	}
+}
+
+// writeGrid prints rows of cells as an aligned Markdown table, the first
+// row as its header.
+func writeGrid(w io.Writer, cells [][]string) {
+	cols := cells[0]
 	width := make([]int, len(cols))
 	for _, c := range cells {
 		for i, s := range c {
@@ -57,13 +71,6 @@ func (t *table) write(w io.Writer, header []string) {
 	line(sep)
 	for _, c := range cells[1:] {
 		line(c)
-	}
-	if len(t.notes) > 0 {
-		fmt.Fprintln(w)
-		fmt.Fprintln(w, "Notes:")
-		for _, n := range t.notes {
-			fmt.Fprintln(w, "- "+n)
-		}
 	}
 }
 

@@ -23,6 +23,7 @@ type env struct {
 
 	floor             *subject // the veth floor, shared by both bridge workloads
 	bhlSubs, seedSubs []*subject
+	node              *nodeEnv // the node workload's results, printed after the table
 }
 
 // subjects makes one subject per impl with its own host netns; an impl that

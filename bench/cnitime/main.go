@@ -4,7 +4,7 @@
 // standard streams, and appends one line to the file named by
 // CNITIME_LOG (default /var/lib/cni/cnitime.log):
 //
-//	<type> <CNI_COMMAND> <CNI_CONTAINERID> <CNI_IFNAME> <start unix ns> <duration ns> <exit code>
+//	<type> <CNI_COMMAND> <CNI_CONTAINERID> <CNI_IFNAME> <K8S_POD_NAME> <start unix ns> <duration ns> <exit code>
 //
 // It reads its whole standard input before starting the clock: a caller
 // that starts a plugin early and holds its configuration back (multinet
@@ -22,6 +22,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -52,8 +53,14 @@ func main() {
 	if log == "" {
 		log = "/var/lib/cni/cnitime.log"
 	}
-	line := fmt.Sprintf("%s %s %s %s %d %d %d\n", name, orDash(os.Getenv("CNI_COMMAND")), orDash(os.Getenv("CNI_CONTAINERID")),
-		orDash(os.Getenv("CNI_IFNAME")), start.UnixNano(), took.Nanoseconds(), code)
+	pod := ""
+	for _, kv := range strings.Split(os.Getenv("CNI_ARGS"), ";") {
+		if k, v, ok := strings.Cut(kv, "="); ok && k == "K8S_POD_NAME" {
+			pod = v
+		}
+	}
+	line := fmt.Sprintf("%s %s %s %s %s %d %d %d\n", name, orDash(os.Getenv("CNI_COMMAND")), orDash(os.Getenv("CNI_CONTAINERID")),
+		orDash(os.Getenv("CNI_IFNAME")), orDash(pod), start.UnixNano(), took.Nanoseconds(), code)
 	// One write with O_APPEND: lines of concurrent plugins never interleave.
 	if f, err := os.OpenFile(log, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644); err == nil {
 		f.WriteString(line)

@@ -3,7 +3,6 @@ package node
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,6 +12,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/patchbay-cni/patchbay/internal/nodetest"
 	"github.com/patchbay-cni/patchbay/internal/ociimage"
@@ -117,6 +117,7 @@ func (d *deployment) install(t *testing.T) {
 	if _, err := os.Stat(shim); (err == nil) != (d.mode == "thick") {
 		t.Errorf("%s mode: multinet-shim: %v", d.mode, err)
 	}
+	waitMultinetConfig(t, n, n.Namespace(t, d.mode+"-probe"))
 	logs := d.installLogs(t, pod)
 	if !strings.Contains(logs, "containerd://1.6") {
 		t.Errorf("installer did not read the node's runtime:\n%s", logs)
@@ -183,7 +184,7 @@ func (d *deployment) annotations(t *testing.T) {
 	}
 	// Traffic on blue, from the comma pod to the json pod's data0.
 	if st := statuses["json"]; len(st) == 3 {
-		if out, _, err := n.Exec(c, ns, "comma", "bb", "ping", "-c", "2", "-W", "2", st[1].IPs[0]); err != nil {
+		if out, _, err := n.Exec(c, ns, "comma", "bb", "ping", "-c", "2", "-W", "2", addrOnly(st[1].IPs[0])); err != nil {
 			t.Errorf("ping over blue: %v\n%s", err, out)
 		}
 	}
@@ -235,7 +236,7 @@ func (d *deployment) restart(t *testing.T) {
 	if e := pods[""]; e != nil {
 		t.Fatal(e.Annotations["errors"])
 	}
-	bIP := statusOf(t, pods["b"])[1].IPs[0]
+	bIP := addrOnly(statusOf(t, pods["b"])[1].IPs[0])
 	// 40 pings, 0.1 s apart, while the daemon restarts.
 	pinged := make(chan string, 1)
 	go func() {
@@ -276,6 +277,12 @@ func (d *deployment) restart(t *testing.T) {
 	failures, msgs := sandboxFailures(c, n, ns)
 	t.Logf("pods created during the restart: %d, sandbox failures (kubelet retried) %d %v", len(created), failures, msgs)
 	d.deleteNamespacePods(t, c, ns)
+}
+
+// addrOnly drops a prefix length.
+func addrOnly(ip string) string {
+	ip, _, _ = strings.Cut(ip, "/")
+	return ip
 }
 
 // waitNewPod waits until the DaemonSet's pod is another than old, Ready.
@@ -420,6 +427,7 @@ func (d *deployment) burst(t *testing.T) {
 	for _, name := range names {
 		for _, s := range statusOf(t, got[name]) {
 			for _, ip := range s.IPs {
+				ip = addrOnly(ip)
 				if other, dup := ips[ip]; dup {
 					t.Errorf("address %s given to %s and %s", ip, other, name)
 				}
@@ -476,15 +484,13 @@ func (d *deployment) remove(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var keep bytes.Buffer
+	var keep []*unstructured.Unstructured
 	for _, o := range objs {
-		if o.GetKind() == "CustomResourceDefinition" {
-			continue
+		if o.GetKind() != "CustomResourceDefinition" {
+			keep = append(keep, o)
 		}
-		b, _ := json.Marshal(o.Object)
-		keep.Write(append(b, "\n---\n"...))
 	}
-	if err := n.Delete(c, keep.Bytes()); err != nil {
+	if err := n.Delete(c, toYAML(t, keep)); err != nil {
 		t.Fatal(err)
 	}
 	for {

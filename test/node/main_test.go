@@ -23,7 +23,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"sigs.k8s.io/yaml"
 
@@ -265,13 +264,20 @@ func manifests(t *testing.T, mode string) []byte {
 	if mode == "thin" {
 		objs = append(objs, kustomize(t, filepath.Join(repo, "deploy", "multinet-thin"))...)
 	}
+	return toYAML(t, objs)
+}
+
+// toYAML writes objects as YAML documents (JSON documents cannot be
+// separated by "---").
+func toYAML(t *testing.T, objs []*unstructured.Unstructured) []byte {
+	t.Helper()
 	var out []byte
 	for _, o := range objs {
-		b, err := o.MarshalJSON()
+		b, err := yaml.Marshal(o.Object)
 		if err != nil {
 			t.Fatal(err)
 		}
-		out = append(append(out, b...), "\n---\n"...)
+		out = append(append(out, b...), "---\n"...)
 	}
 	return out
 }
@@ -294,26 +300,6 @@ func yamlFiles(t *testing.T, dir string) []string {
 	}
 	sort.Strings(out)
 	return out
-}
-
-// daemonSetOf returns the DaemonSet of rendered manifests.
-func daemonSetOf(t *testing.T, m []byte) *appsv1.DaemonSet {
-	t.Helper()
-	objs, err := nodetest.DecodeManifests(m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, o := range objs {
-		if o.GetKind() == "DaemonSet" {
-			var ds appsv1.DaemonSet
-			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &ds); err != nil {
-				t.Fatal(err)
-			}
-			return &ds
-		}
-	}
-	t.Fatal("no DaemonSet in the manifests")
-	return nil
 }
 
 // networkStatus is one entry of k8s.v1.cni.cncf.io/network-status.
@@ -356,7 +342,7 @@ func checkPodNetworks(t *testing.T, n *nodetest.Node, pod *corev1.Pod, want map[
 	}
 	var names []string
 	for _, s := range st {
-		names = append(names, s.Interface)
+		names = append(names, s.Name)
 		i, ok := byName[s.Interface]
 		if !ok {
 			t.Errorf("pod %s: status names %s, which the pod does not have (%v)", pod.Name, s.Interface, ifs)
@@ -368,12 +354,17 @@ func checkPodNetworks(t *testing.T, n *nodetest.Node, pod *corev1.Pod, want map[
 				addrs = append(addrs, a.Addr().String())
 			}
 		}
-		if !slices.Equal(addrs, s.IPs) || !strings.EqualFold(i.MAC, s.MAC) {
+		var statusIPs []string
+		for _, ip := range s.IPs {
+			ip, _, _ = strings.Cut(ip, "/") // multinet writes CIDR notation
+			statusIPs = append(statusIPs, ip)
+		}
+		if !slices.Equal(addrs, statusIPs) || !strings.EqualFold(i.MAC, s.MAC) {
 			t.Errorf("pod %s %s: status ips %v mac %s, interface has %v %s", pod.Name, s.Interface, s.IPs, s.MAC, addrs, i.MAC)
 		}
 		if subnet, ok := want[s.Interface]; ok {
 			p := netip.MustParsePrefix(subnet)
-			if len(s.IPs) != 1 || !p.Contains(netip.MustParseAddr(s.IPs[0])) {
+			if len(statusIPs) != 1 || !p.Contains(netip.MustParseAddr(statusIPs[0])) {
 				t.Errorf("pod %s %s: ips %v, want one in %s", pod.Name, s.Interface, s.IPs, subnet)
 			}
 		}
@@ -391,6 +382,42 @@ func checkPodNetworks(t *testing.T, n *nodetest.Node, pod *corev1.Pod, want map[
 		t.Errorf("pod %s: first status entry %+v is not the default eth0", pod.Name, st[0])
 	}
 	return st
+}
+
+// waitMultinetConfig waits until pods get their network through
+// multinet: the runtime reloads /etc/cni/net.d on its own schedule after
+// a file there changes. It creates probe pods (no annotation) until one
+// has a network-status, deleting each.
+func waitMultinetConfig(t *testing.T, n *nodetest.Node, ns string) {
+	t.Helper()
+	c := ctxT(t, 2*time.Minute)
+	for i := 0; ; i++ {
+		name := fmt.Sprintf("probe-%d", i)
+		if _, err := n.Apply(c, []byte(podYAML(ns, name, ""))); err != nil {
+			t.Fatal(err)
+		}
+		pod, err := n.WaitPodRunning(c, ns, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, ok := pod.Annotations["k8s.v1.cni.cncf.io/network-status"]
+		if err := n.Client.CoreV1().Pods(ns).Delete(c, name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := n.WaitPodGone(c, ns, name); err != nil {
+			t.Fatal(err)
+		}
+		if ok {
+			if i > 0 {
+				t.Logf("the runtime used multinet's configuration from probe pod %d on", i)
+			}
+			return
+		}
+		if i == 20 {
+			t.Fatal("pods still do not get multinet's network-status: the runtime did not load multinet's configuration")
+		}
+		time.Sleep(time.Second)
+	}
 }
 
 // leftovers lists what attachments left on the node: host-local
@@ -467,9 +494,10 @@ spec:
 `
 }
 
-// nadYAML is a NetworkAttachmentDefinition: our bridge with host-local.
+// nadYAML is a NetworkAttachmentDefinition: our bridge with host-local,
+// taking a MAC from the annotation (mac capability).
 func nadYAML(ns, name, bridge, subnet string) string {
-	cfg := `{"cniVersion": "1.0.0", "plugins": [{"type": "bridge", "bridge": "` + bridge + `", "ipam": {"type": "host-local", "subnet": "` + subnet + `"}}]}`
+	cfg := `{"cniVersion": "1.0.0", "plugins": [{"type": "bridge", "bridge": "` + bridge + `", "capabilities": {"mac": true}, "ipam": {"type": "host-local", "subnet": "` + subnet + `"}}]}`
 	b, _ := json.Marshal(cfg)
 	return `apiVersion: k8s.cni.cncf.io/v1
 kind: NetworkAttachmentDefinition

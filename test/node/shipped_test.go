@@ -98,12 +98,19 @@ func TestShippedConflistOnContainerd16(t *testing.T) {
 	if err := os.Rename(multinetBin+".tmp", multinetBin); err != nil {
 		t.Fatal(err)
 	}
-	// Last: the runtime picks the file up.
-	if err := os.Symlink(shipped, filepath.Join(netd, "00-multinet.conflist")); err != nil {
+	// Last: the runtime picks the file up. containerd reloads its CNI
+	// configuration on a write, rename or removal in the directory, not on
+	// a creation: the link is made under another name and renamed.
+	tmp := filepath.Join(netd, ".00-multinet.conflist.tmp")
+	if err := os.Symlink(shipped, tmp); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(netd, "00-multinet.conflist")); err != nil {
 		t.Fatal(err)
 	}
 
 	ns := n.Namespace(t, "shipped")
+	waitMultinetConfig(t, n, ns)
 	if _, err := n.Apply(c, []byte(nadYAML(ns, "blue", "blue0", blueSubnet)+podYAML(ns, "p", "blue"))); err != nil {
 		t.Fatal(err)
 	}
