@@ -51,6 +51,9 @@ func TestShippedConflistOnContainerd16(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if _, err := n.ApplyFiles(c, filepath.Join(repo, "deploy", "crds")); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := n.Apply(c, rbac); err != nil {
 		t.Fatal(err)
 	}
