@@ -29,6 +29,8 @@ build:
 	$(GO) build -trimpath -ldflags='-s -w' -o $(BIN)/patchbay ./cmd/patchbay
 	$(GO) build -trimpath -ldflags='-s -w' -o $(BIN)/patchbay-plugins ./cmd/plugins
 	$(GO) build -trimpath -ldflags='-s -w' -o $(BIN)/multinet ./cmd/multinet
+	$(GO) build -trimpath -ldflags='-s -w' -o $(BIN)/multinet-daemon ./cmd/multinet-daemon
+	$(GO) build -trimpath -ldflags='-s -w' -o $(BIN)/multinet-shim ./cmd/multinet-shim
 	@cd $(BIN) && for t in $$(./patchbay-plugins types); do ln -sf patchbay-plugins $$t; done
 	@echo "built: $$(cd $(BIN) && ls | tr '\n' ' ')"
 

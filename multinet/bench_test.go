@@ -30,33 +30,58 @@ import (
 // tree's: on a machine shared with other jobs only a comparison
 // interleaved per iteration means anything. Each reports <name>-add-ms,
 // <name>-del-ms and, when its debug log has them, <name>-cluster-done-ms.
+//
+// The thick-* variants run the same through multinet-shim and "multinet
+// daemon" (started once per variant): the in-process overhead is then the
+// daemon's time from the shim's start to the result minus the delegates'.
 func BenchmarkPodAddDel(b *testing.B) {
-	b.Run("sync-status", func(b *testing.B) { benchPodAddDel(b, false) })
-	b.Run("async-status", func(b *testing.B) { benchPodAddDel(b, true) })
+	b.Run("sync-status", func(b *testing.B) { benchPodAddDel(b, false, false) })
+	b.Run("async-status", func(b *testing.B) { benchPodAddDel(b, true, false) })
+	b.Run("thick-sync-status", func(b *testing.B) { benchPodAddDel(b, false, true) })
+	b.Run("thick-async-status", func(b *testing.B) { benchPodAddDel(b, true, true) })
 }
 
-func benchPodAddDel(b *testing.B, async bool) {
+func benchPodAddDel(b *testing.B, async, thick bool) {
 	e := newEnv(b)
 	e.opts["asyncNetworkStatus"] = async
 	e.opts["logLevel"] = "debug" // inProcess reads the timings
 	blue := e.bridgeNAD("", 1, nil)
 	e.nad("", "blue", blue)
+	if thick {
+		e.nodeName = "node-" + randHex(3)
+	}
 	p := e.pod("p1", map[string]string{api.NetworksAnnotation: "blue"})
 
-	// Count the API calls of one ADD through the counting proxy.
-	e.proxy.take()
-	e.mustAdd(p)
-	// With asyncNetworkStatus the detached writer's PATCH may come a
-	// little after ADD returned: collect until it is seen.
-	var seen []string
-	for i := 0; i < 250 && !slices.ContainsFunc(seen, func(c string) bool { return strings.HasPrefix(c, "PATCH ") }); i++ {
-		if i > 0 {
+	var calls int
+	if thick {
+		d := e.startDaemon(nil)
+		time.Sleep(200 * time.Millisecond) // the informers have the pod and the NAD
+		requests := func() float64 {
+			return d.metric("multinet_api_request_duration_seconds_count") -
+				d.metric("multinet_api_request_duration_seconds_count", `method="LIST"`)
+		}
+		before := requests()
+		e.mustAdd(p)
+		for i := 0; i < 250 && requests() == before; i++ {
 			time.Sleep(20 * time.Millisecond)
 		}
-		seen = append(seen, e.proxy.take()...)
+		calls = int(requests() - before)
+	} else {
+		// Count the API calls of one ADD through the counting proxy.
+		e.proxy.take()
+		e.mustAdd(p)
+		// With asyncNetworkStatus the detached writer's PATCH may come a
+		// little after ADD returned: collect until it is seen.
+		var seen []string
+		for i := 0; i < 250 && !slices.ContainsFunc(seen, func(c string) bool { return strings.HasPrefix(c, "PATCH ") }); i++ {
+			if i > 0 {
+				time.Sleep(20 * time.Millisecond)
+			}
+			seen = append(seen, e.proxy.take()...)
+		}
+		calls = len(seen)
+		b.Logf("API calls of one ADD: %q", seen)
 	}
-	calls := len(seen)
-	b.Logf("API calls of one ADD: %q", seen)
 	e.mustDel(p)
 	e.kubeconfig = e.tlsKube
 
@@ -85,7 +110,10 @@ func benchPodAddDel(b *testing.B, async bool) {
 		return d
 	}
 	var addT, delT, dAddT, dDelT []time.Duration
-	alts := benchAlternatives(b, e)
+	var alts []*benchAlt
+	if !thick {
+		alts = benchAlternatives(b, e)
+	}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		for _, alt := range alts {
@@ -130,6 +158,9 @@ func benchPodAddDel(b *testing.B, async bool) {
 		b.ReportMetric(ms(median(in)), "inproc-overhead-add-ms")
 		b.ReportMetric(ms(median(dl)), "delegates-in-multinet-add-ms")
 	}
+	if received := daemonReceived(e.log()); len(received) > 0 {
+		b.ReportMetric(ms(median(received)), "daemon-received-ms")
+	}
 	if reads, cluster := phases(e.log()); len(cluster) > 0 {
 		b.ReportMetric(ms(median(reads)), "reads-done-ms")
 		b.ReportMetric(ms(median(cluster)), "cluster-done-ms")
@@ -143,10 +174,14 @@ func benchPodAddDel(b *testing.B, async bool) {
 			}
 		}
 	}
-	// The floor any exec'd plugin pays: start multinet for VERSION.
+	// The floor any exec'd plugin pays: start multinet (the shim) for VERSION.
+	plugin := "/multinet"
+	if thick {
+		plugin = "/multinet-shim"
+	}
 	var execT []time.Duration
 	for i := 0; i < 20; i++ {
-		cmd := exec.Command(e.binDir + "/multinet")
+		cmd := exec.Command(e.binDir + plugin)
 		cmd.Env = []string{"CNI_COMMAND=VERSION"}
 		cmd.Stdin = strings.NewReader(`{"cniVersion":"1.1.0"}`)
 		start := time.Now()
@@ -241,4 +276,17 @@ func inProcess(log string) (overhead, delegates []time.Duration) {
 		delegates = append(delegates, time.Duration(d)*time.Microsecond)
 	}
 	return overhead, delegates
+}
+
+var receivedRE = regexp.MustCompile(`msg=request .*verb=ADD .* received_us=(\d+)`)
+
+// daemonReceived returns, per ADD the daemon logged, when (from the shim's
+// start) the daemon had read the request.
+func daemonReceived(log string) []time.Duration {
+	var out []time.Duration
+	for _, m := range receivedRE.FindAllStringSubmatch(log, -1) {
+		r, _ := strconv.Atoi(m[1])
+		out = append(out, time.Duration(r)*time.Microsecond)
+	}
+	return out
 }

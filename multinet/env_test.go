@@ -41,25 +41,47 @@ var (
 	crdErr    error
 )
 
-// multinetBin builds cmd/multinet once per test binary into a fixed
-// directory under the temp dir (overwritten by the next run, so nothing
-// accumulates). `make build` does not build it yet.
+// multinetBin builds cmd/multinet, cmd/multinet-daemon and cmd/multinet-shim
+// once per test binary into a directory of this process
+// ($TMPDIR/patchbay-multinet-test-<pid>-*), so that test runs in parallel
+// (two engineers, two packages) never overwrite each other's binaries.
+// TestMain cannot remove it (kubetest.Main exits): each run removes the
+// directories of processes that are gone.
 func multinetBin(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
-		buildDir = filepath.Join(os.TempDir(), "patchbay-multinet-test")
-		if buildErr = os.MkdirAll(buildDir, 0o755); buildErr != nil {
+		removeStaleBuildDirs()
+		if buildDir, buildErr = os.MkdirTemp("", fmt.Sprintf("patchbay-multinet-test-%d-", os.Getpid())); buildErr != nil {
 			return
 		}
-		out, err := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", filepath.Join(buildDir, "multinet"), "github.com/patchbay-cni/patchbay/cmd/multinet").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build ./cmd/multinet: %v: %s", err, out)
+		for _, cmd := range []string{"multinet", "multinet-daemon", "multinet-shim"} {
+			out, err := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", filepath.Join(buildDir, cmd), "github.com/patchbay-cni/patchbay/cmd/"+cmd).CombinedOutput()
+			if err != nil {
+				buildErr = fmt.Errorf("go build ./cmd/%s: %v: %s", cmd, err, out)
+				return
+			}
 		}
 	})
 	if buildErr != nil {
 		t.Fatal(buildErr)
 	}
 	return buildDir
+}
+
+// removeStaleBuildDirs removes the build directories of test processes
+// that no longer run (and the shared directory older versions used).
+func removeStaleBuildDirs() {
+	os.RemoveAll(filepath.Join(os.TempDir(), "patchbay-multinet-test"))
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), "patchbay-multinet-test-*-*"))
+	for _, d := range dirs {
+		var pid int
+		if _, err := fmt.Sscanf(strings.TrimPrefix(filepath.Base(d), "patchbay-multinet-test-"), "%d-", &pid); err != nil || pid <= 0 {
+			continue
+		}
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); os.IsNotExist(err) {
+			os.RemoveAll(d)
+		}
+	}
 }
 
 func installCRDs(t testing.TB, c *kubetest.Cluster) {
@@ -110,6 +132,7 @@ type env struct {
 	clusterConf string
 	kubeconfig  string        // through the counting proxy (plain HTTP in the host netns)
 	tlsKube     string        // through a TCP forwarder: TLS end to end
+	tlsAddr     string        // the forwarder's address (127.0.0.1:port in the host netns)
 	tlsConns    *atomic.Int64 // connections the forwarder accepted
 	cni         *runtime.CNI
 	proxy       *countingProxy
@@ -120,6 +143,11 @@ type env struct {
 	// nodeName, when set, binds the pods e.pod creates to that node
 	// (spec.nodeName, as the scheduler would).
 	nodeName string
+	// daemon, when set, is thick mode: conf() is the shim's, and e.opts
+	// went to the daemon's configuration (startDaemon).
+	daemon *daemonProc
+	// daemonFlags are more command-line flags for startDaemon.
+	daemonFlags []string
 }
 
 func newEnv(t testing.TB) *env {
@@ -152,12 +180,15 @@ func newEnv(t testing.TB) *env {
 	e.writeKubeconfig(e.kubeconfig, "http://"+e.proxy.addr, false)
 	e.tlsKube = filepath.Join(e.dir, "kubeconfig-tls")
 	fwd, conns := startForwarder(t, c, e.hostPath)
+	e.tlsAddr = fwd
 	e.tlsConns = conns
 	e.writeKubeconfig(e.tlsKube, "https://"+fwd, true)
 	// One directory with multinet and our plugins, so a test can remove one.
 	e.binDir = filepath.Join(e.dir, "bin")
 	os.MkdirAll(e.binDir, 0o755)
-	os.Symlink(filepath.Join(multinetBin(t), "multinet"), filepath.Join(e.binDir, "multinet"))
+	for _, cmd := range []string{"multinet", "multinet-daemon", "multinet-shim"} {
+		os.Symlink(filepath.Join(multinetBin(t), cmd), filepath.Join(e.binDir, cmd))
+	}
 	ours := testutil.OurBin(t)
 	ents, _ := os.ReadDir(ours)
 	for _, d := range ents {
@@ -196,9 +227,21 @@ func (e *env) writeKubeconfig(path, server string, withCA bool) {
 	}
 }
 
-// conf is multinet's conflist as the runtime loads it.
+// conf is multinet's conflist as the runtime loads it (the shim's in
+// thick mode).
 func (e *env) conf() *spec.ConfList {
 	e.t.Helper()
+	if e.daemon != nil {
+		b, _ := json.Marshal(map[string]any{"cniVersion": "1.1.0", "name": "multinet", "plugins": []any{map[string]any{
+			"type": "multinet-shim", "daemonSocketDir": e.daemon.socketDir,
+			"capabilities": map[string]bool{"portMappings": true, "bandwidth": true},
+		}}})
+		l, err := spec.ParseConfList(b)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		return l
+	}
 	p := map[string]any{
 		"type": "multinet", "kubeconfig": e.kubeconfig, "clusterNetwork": e.clusterConf,
 		"confDir": e.confDir, "cniDir": e.cniDir,

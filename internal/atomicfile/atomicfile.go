@@ -4,6 +4,8 @@
 package atomicfile
 
 import (
+	"bytes"
+	"io"
 	"os"
 	"path/filepath"
 )
@@ -14,13 +16,19 @@ import (
 // — network namespaces, links — does not survive the power loss that could
 // lose them; readers treat an empty or corrupt file as missing).
 func Write(path string, data []byte, perm os.FileMode, sync bool) error {
+	return WriteFrom(path, bytes.NewReader(data), perm, sync)
+}
+
+// WriteFrom is Write with the content read from r (a large file, an
+// executable being installed, is streamed rather than held in memory).
+func WriteFrom(path string, r io.Reader, perm os.FileMode, sync bool) error {
 	dir := filepath.Dir(path)
 	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
 		return err
 	}
 	defer os.Remove(tmp.Name()) // no-op after the rename
-	if _, err := tmp.Write(data); err != nil {
+	if _, err := io.Copy(tmp, r); err != nil {
 		tmp.Close()
 		return err
 	}

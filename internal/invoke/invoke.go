@@ -58,7 +58,27 @@ func SplitPath(p string) []string {
 // binary was just written by a concurrent installer; if it stays busy, or the
 // context ends, the error has code 11 (try again later).
 func Exec(ctx context.Context, path string, env []string, stdin []byte, stderr io.Writer) ([]byte, error) {
-	return execRetrying(ctx, path, env, stdin, nil, stderr)
+	return Runner{}.Exec(ctx, path, env, stdin, stderr)
+}
+
+// Runner runs plugins as Exec and ExecHeld do, with process attributes.
+// The zero Runner is Exec and ExecHeld.
+type Runner struct {
+	// Chroot, when set, is the plugin's root directory, and the path given
+	// to Exec is a path inside it: a node daemon running in a container
+	// runs the host's plugins in the host's file system this way (Multus's
+	// "chrootDir").
+	Chroot string
+}
+
+// Exec is Exec with r's attributes.
+func (r Runner) Exec(ctx context.Context, path string, env []string, stdin []byte, stderr io.Writer) ([]byte, error) {
+	return r.execRetrying(ctx, path, env, stdin, nil, stderr)
+}
+
+// ExecHeld is ExecHeld with r's attributes.
+func (r Runner) ExecHeld(ctx context.Context, path string, env []string, hold func(context.Context) ([]byte, error), stderr io.Writer) ([]byte, error) {
+	return r.execRetrying(ctx, path, env, nil, hold, stderr)
 }
 
 // ExecHeld is Exec for a caller that starts a plugin before it knows
@@ -72,13 +92,13 @@ func Exec(ctx context.Context, path string, env []string, stdin []byte, stderr i
 // Should the caller die while holding, the plugin reads an empty stdin (the
 // pipe's end), which no plugin can take for a configuration.
 func ExecHeld(ctx context.Context, path string, env []string, hold func(context.Context) ([]byte, error), stderr io.Writer) ([]byte, error) {
-	return execRetrying(ctx, path, env, nil, hold, stderr)
+	return Runner{}.ExecHeld(ctx, path, env, hold, stderr)
 }
 
-func execRetrying(ctx context.Context, path string, env []string, stdin []byte, hold func(context.Context) ([]byte, error), stderr io.Writer) ([]byte, error) {
+func (r Runner) execRetrying(ctx context.Context, path string, env []string, stdin []byte, hold func(context.Context) ([]byte, error), stderr io.Writer) ([]byte, error) {
 	var lastErr error
 	for attempt := 0; attempt < execAttempts; attempt++ {
-		out, err := execOnceHeld(ctx, path, env, stdin, hold, stderr)
+		out, err := r.execOnceHeld(ctx, path, env, stdin, hold, stderr)
 		if err == nil || !errors.Is(err, syscall.ETXTBSY) {
 			return out, err
 		}
@@ -101,12 +121,12 @@ const execAttempts = 5
 const waitDelay = 500 * time.Millisecond
 
 func execOnce(ctx context.Context, path string, env []string, stdin []byte, stderr io.Writer) ([]byte, error) {
-	return execOnceHeld(ctx, path, env, stdin, nil, stderr)
+	return Runner{}.execOnceHeld(ctx, path, env, stdin, nil, stderr)
 }
 
 // execOnceHeld runs the plugin once; with hold, its stdin comes from hold
 // (see ExecHeld), else it is stdin.
-func execOnceHeld(ctx context.Context, path string, env []string, stdin []byte, hold func(context.Context) ([]byte, error), stderr io.Writer) ([]byte, error) {
+func (r Runner) execOnceHeld(ctx context.Context, path string, env []string, stdin []byte, hold func(context.Context) ([]byte, error), stderr io.Writer) ([]byte, error) {
 	var stdout bytes.Buffer
 	errBuf := headBuffer{limit: stderrKept}
 	cmd := exec.CommandContext(ctx, path)
@@ -117,6 +137,10 @@ func execOnceHeld(ctx context.Context, path string, env []string, stdin []byte, 
 		cmd.Env = []string{}
 	}
 	cmd.WaitDelay = waitDelay
+	if r.Chroot != "" {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Chroot: r.Chroot}
+		cmd.Dir = "/"
+	}
 	var pipe io.WriteCloser
 	if hold == nil {
 		cmd.Stdin = bytes.NewReader(stdin)

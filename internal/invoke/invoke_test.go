@@ -268,3 +268,27 @@ func TestExecHugeStdoutMessageBounded(t *testing.T) {
 type countWriter struct{ n int }
 
 func (w *countWriter) Write(p []byte) (int, error) { w.n += len(p); return len(p), nil }
+
+// Runner.Chroot runs the plugin with another root: the path is inside it,
+// and the plugin sees only that tree (a static busybox "sh" reading its
+// script from stdin lists the root).
+func TestRunnerChroot(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("chroot needs root; run the tests as root")
+	}
+	root := t.TempDir()
+	os.MkdirAll(filepath.Join(root, "bin"), 0o755)
+	bb, err := os.ReadFile("/bin/busybox") // busybox-static, installed by make test-deps
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(root, "bin", "sh"), bb, 0o755)
+	os.WriteFile(filepath.Join(root, "marker"), nil, 0o644)
+	out, err := Runner{Chroot: root}.Exec(context.Background(), "/bin/sh", []string{"PATH=/bin"}, []byte("echo /*\n"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.TrimSpace(string(out)); got != "/bin /marker" {
+		t.Errorf("the chrooted plugin sees %q, want \"/bin /marker\"", got)
+	}
+}

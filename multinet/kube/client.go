@@ -27,6 +27,18 @@ type Client struct {
 	http  *http.Client
 	// UserAgent identifies us in audit logs.
 	UserAgent string
+	// retryUnauthorized sends a request answered 401 once more: the
+	// transport of NewWithHTTP re-reads a rotated token file after a 401.
+	retryUnauthorized bool
+}
+
+// NewWithHTTP builds a client on an HTTP client that authenticates by
+// itself: the daemon's, from client-go's transport (TLS, client
+// certificates, and a token file re-read when it rotates — every minute, and
+// at once after a 401, which is why a request answered 401 is sent once
+// more). server is the apiserver's URL.
+func NewWithHTTP(server string, hc *http.Client) *Client {
+	return &Client{base: strings.TrimRight(server, "/"), http: hc, UserAgent: "multinet", retryUnauthorized: true}
 }
 
 // New builds a client; timeout bounds each request.
@@ -96,6 +108,14 @@ func hasCode(err error, code int) bool {
 }
 
 func (c *Client) do(ctx context.Context, method, path, contentType string, body []byte, out any) error {
+	err := c.doOnce(ctx, method, path, contentType, body, out)
+	if c.retryUnauthorized && hasCode(err, http.StatusUnauthorized) {
+		err = c.doOnce(ctx, method, path, contentType, body, out)
+	}
+	return err
+}
+
+func (c *Client) doOnce(ctx context.Context, method, path, contentType string, body []byte, out any) error {
 	var r io.Reader
 	if body != nil {
 		r = bytes.NewReader(body)

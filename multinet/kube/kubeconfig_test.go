@@ -51,3 +51,108 @@ contexts:
 		t.Error("missing file accepted")
 	}
 }
+
+// Kubeconfigs as their writers produce them, and YAML that a subset parser
+// would not read (anchors, block scalars, tabs in strings, documents
+// markers): all read as kubectl reads them.
+func TestKubeconfigSamples(t *testing.T) {
+	samples := map[string]struct {
+		doc           string
+		server, token string
+		insecure      bool
+	}{
+		"kubectl": {doc: `apiVersion: v1
+clusters:
+- cluster:
+    certificate-authority-data: Q0FEQVRB
+    server: https://10.0.0.1:6443
+  name: kubernetes
+contexts:
+- context:
+    cluster: kubernetes
+    user: kubernetes-admin
+  name: kubernetes-admin@kubernetes
+current-context: kubernetes-admin@kubernetes
+kind: Config
+preferences: {}
+users:
+- name: kubernetes-admin
+  user:
+    token: abc
+`, server: "https://10.0.0.1:6443", token: "abc"},
+		"multus-template": {doc: `# Kubeconfig file for Multus CNI plugin.
+apiVersion: v1
+kind: Config
+clusters:
+- name: local
+  cluster:
+    server: https://[10.96.0.1]:443
+    certificate-authority-data: "Q0E="
+users:
+- name: multus
+  user:
+    token: "eyJhbGciOiJSUzI1NiJ9.x.y"
+contexts:
+- name: multus-context
+  context:
+    cluster: local
+    user: multus
+current-context: multus-context
+`, server: "https://[10.96.0.1]:443", token: "eyJhbGciOiJSUzI1NiJ9.x.y"},
+		"indented-sequences-comments-quotes": {doc: `---
+apiVersion: v1   # trailing comment
+kind: 'Config'
+clusters:
+  - name: "c 1"
+    cluster:
+      server: 'https://it''s:6443'
+      insecure-skip-tls-verify: true
+users:
+  - name: u
+    user:
+      token: t
+contexts: [{name: a, context: {cluster: "c 1", user: u}}]
+current-context: a
+extensions: []
+`, server: "https://it's:6443", token: "t", insecure: true},
+		"anchors-and-block-scalars": {doc: `apiVersion: v1
+kind: Config
+clusters:
+- name: &c main
+  cluster:
+    server: >-
+      https://folded:6443
+users:
+- name: &u me
+  user:
+    token: |-
+      block-token
+contexts:
+- name: x
+  context: {cluster: *c, user: *u}
+current-context: x
+`, server: "https://folded:6443", token: "block-token"},
+		"json": {doc: `{"apiVersion":"v1","kind":"Config","current-context":"a",
+"clusters":[{"name":"c","cluster":{"server":"https://x:6443","insecure-skip-tls-verify":false}}],
+"users":[{"name":"u","user":{"token":"t\u00e9"}}],
+"contexts":[{"name":"a","context":{"cluster":"c","user":"u"}}]}`, server: "https://x:6443", token: "té"},
+	}
+	dir := t.TempDir()
+	for name, s := range samples {
+		path := filepath.Join(dir, name)
+		os.WriteFile(path, []byte(s.doc), 0o600)
+		c, err := LoadKubeconfig(path)
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		if c.Server != s.server || c.Token != s.token || c.Insecure != s.insecure {
+			t.Errorf("%s: got server %q token %q insecure %v", name, c.Server, c.Token, c.Insecure)
+		}
+	}
+	path := filepath.Join(dir, "bad")
+	os.WriteFile(path, []byte("clusters: [\n"), 0o600)
+	if _, err := LoadKubeconfig(path); err == nil || !strings.Contains(err.Error(), path) {
+		t.Errorf("malformed YAML: %v", err)
+	}
+}

@@ -70,13 +70,13 @@ func (inv *invocation) cmdAdd() (*spec.Result, error) {
 		reads = inv.startReads(ctx, clusterRef)
 	}
 	if cfg.AsyncNetworkStatus && withAPI {
-		inv.writer = make(chan *statusWriter, 1)
+		inv.writer = make(chan statusSender, 1)
 		go func() {
-			w, err := startStatusWriter()
+			w, err := inv.startStatusWriter()
 			if err != nil {
 				inv.log.Error("cannot start the network status writer", "pod", inv.pod.ref(), "error", err)
 			}
-			inv.writer <- w
+			inv.writer <- w // nil when it failed
 		}()
 		// Every return without a job stops the writer.
 		defer func() {
@@ -163,7 +163,7 @@ func (inv *invocation) add(ctx context.Context, clusterList *spec.ConfList, read
 		}
 		info = ans.info
 	}
-	readsDone := time.Since(processStart)
+	readsDone := time.Since(inv.start)
 	if info != nil && (info.override != "" || clusterList == nil) {
 		ref := info.override
 		if ref == "" {
@@ -201,11 +201,12 @@ func (inv *invocation) add(ctx context.Context, clusterList *spec.ConfList, read
 		h := held
 		held = nil
 		res, err := h.release()
+		inv.observe(spec.CmdAdd, def, err)
 		if err != nil {
 			return nil, inv.rollback(ctx, plan, 0, fmt.Errorf("%s: %w", describe(def), err))
 		}
 		results = append(results, res)
-		clusterDone = time.Since(processStart)
+		clusterDone = time.Since(inv.start)
 	}
 	for i := len(results); i < len(plan.Attachments); i++ {
 		res, err := inv.addOne(ctx, plan.Attachments[i])
@@ -214,7 +215,7 @@ func (inv *invocation) add(ctx context.Context, clusterList *spec.ConfList, read
 		}
 		results = append(results, res)
 		if i == 0 {
-			clusterDone = time.Since(processStart)
+			clusterDone = time.Since(inv.start)
 		}
 	}
 	inv.summary = verbSummary{atts: plan.Attachments, results: results}
@@ -234,13 +235,13 @@ func (inv *invocation) add(ctx context.Context, clusterList *spec.ConfList, read
 		"reads_done_us", readsDone.Microseconds(), "cluster_done_us", clusterDone.Microseconds(),
 		"until_attach_us", t1.Sub(t0).Microseconds(), "attach_us", t2.Sub(t1).Microseconds(),
 		"status_us", time.Since(t2).Microseconds(), "delegates_us", inv.delegateTime.Microseconds(),
-		"total_us", time.Since(processStart).Microseconds())
+		"total_us", time.Since(inv.start).Microseconds())
 	return results[0], nil
 }
 
 // takeWriter returns the started status writer once (nil afterwards, or
 // when none was started or it failed to start).
-func (inv *invocation) takeWriter() *statusWriter {
+func (inv *invocation) takeWriter() statusSender {
 	if inv.writer == nil {
 		return nil
 	}
@@ -258,6 +259,7 @@ func (inv *invocation) addOne(ctx context.Context, att *Attachment) (*spec.Resul
 	start := time.Now()
 	res, err := inv.cni.AddNetworkList(ctx, list, inv.rt(att))
 	inv.delegateTime += time.Since(start)
+	inv.observe(spec.CmdAdd, att, err)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", describe(att), err)
 	}
@@ -290,7 +292,9 @@ func (inv *invocation) rollback(ctx context.Context, plan *Plan, last int, cause
 	for i := last; i >= 0; i-- {
 		att := plan.Attachments[i]
 		list, _ := att.List()
-		if err := inv.cni.DelNetworkList(ctx, list, inv.rt(att)); err != nil {
+		err := inv.cni.DelNetworkList(ctx, list, inv.rt(att))
+		inv.observe(spec.CmdDel, att, err)
+		if err != nil {
 			delErrs = append(delErrs, fmt.Sprintf("%s: %v", describe(att), err))
 		}
 	}
@@ -318,7 +322,7 @@ type apiInfo struct {
 // readAPI reads the pod, parses its annotations, checks namespace
 // isolation and reads every needed NetworkAttachmentDefinition (one GET
 // each, in parallel); clusterRef is the cluster network's NAD, if it is one.
-func (inv *invocation) readAPI(ctx context.Context, client *kube.Client, clusterRef string) (*apiInfo, error) {
+func (inv *invocation) readAPI(ctx context.Context, client API, clusterRef string) (*apiInfo, error) {
 	a, cfg := inv.args, inv.cfg
 	start := time.Now()
 	// The watch cache first; a quorum read when it does not have this pod
@@ -481,7 +485,7 @@ func (inv *invocation) defaultNetworks(sels []*selection.Selection) []*selection
 
 // fetchNADs reads each distinct NetworkAttachmentDefinition once, in
 // parallel, and resolves its configuration (§3.4.1).
-func (inv *invocation) fetchNADs(ctx context.Context, client *kube.Client, refs []string) (map[string]*spec.ConfList, error) {
+func (inv *invocation) fetchNADs(ctx context.Context, client API, refs []string) (map[string]*spec.ConfList, error) {
 	out := map[string]*spec.ConfList{}
 	var distinct []string
 	for _, r := range refs {
@@ -553,7 +557,7 @@ func problemsText(ps []selection.Problem) string {
 // reportProblems logs every non-fatal annotation problem and records one
 // Warning event on the pod listing them (the spec's "invalid and ignored"
 // would otherwise be silent).
-func (inv *invocation) reportProblems(ctx context.Context, client *kube.Client, pod *kube.Pod, problems []selection.Problem) {
+func (inv *invocation) reportProblems(ctx context.Context, client API, pod *kube.Pod, problems []selection.Problem) {
 	if len(problems) == 0 {
 		return
 	}

@@ -3,8 +3,8 @@ package plugin
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"syscall"
@@ -32,6 +32,41 @@ type statusWriter struct {
 	cmd *exec.Cmd
 	in  io.WriteCloser
 }
+
+// statusSender takes an asyncNetworkStatus job: a detached process
+// (statusWriter) in the thin plugin, a goroutine of the daemon (hostWriter).
+type statusSender interface {
+	send(job *statusJob) error
+	abort()
+}
+
+// startStatusWriter starts what will write the status: the host's (the
+// daemon runs the job itself) or a detached process.
+func (inv *invocation) startStatusWriter() (statusSender, error) {
+	if inv.host.AsyncStatus != nil {
+		return &hostWriter{inv: inv}, nil
+	}
+	w, err := startStatusWriter()
+	if err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// hostWriter hands the job to the host, which runs it after ADD returned.
+type hostWriter struct{ inv *invocation }
+
+func (w *hostWriter) send(job *statusJob) error {
+	inv := w.inv
+	inv.host.AsyncStatus(func() {
+		if err := runStatusJob(inv.cfg, inv.log, inv.kube, job); err != nil {
+			inv.log.Error("network status not written", "pod", job.Namespace+"/"+job.Name, "error", err)
+		}
+	})
+	return nil
+}
+
+func (w *hostWriter) abort() {}
 
 func startStatusWriter() (*statusWriter, error) {
 	self, err := os.Executable()
@@ -92,9 +127,19 @@ func WriteStatusMain(stdin io.Reader) int {
 	if err != nil {
 		return 1
 	}
-	log, done := newLogger(cfg, io.Discard)
+	log, done := NewLogger(cfg, io.Discard)
 	defer done()
-	inv := &invocation{cfg: cfg, log: log}
+	inv := &invocation{cfg: cfg, log: log, host: &Host{}}
+	if err := runStatusJob(cfg, log, inv.kube, &job); err != nil {
+		log.Error("network status not written", "pod", job.Namespace+"/"+job.Name, "error", err)
+		return 1
+	}
+	return 0
+}
+
+// runStatusJob writes one asyncNetworkStatus job's annotation, with the
+// API client that client returns.
+func runStatusJob(cfg *Config, log *slog.Logger, client func() (API, error), job *statusJob) error {
 	// Under the container's lock (so after ADD returned), and only while
 	// the container's plan exists: a DEL that came first has removed it,
 	// and one that comes later waits for this write and then removes the
@@ -105,26 +150,24 @@ func WriteStatusMain(stdin io.Reader) int {
 		lock, err := lockContainer(ctx, cfg.CNIDir, job.ContainerID)
 		cancel()
 		if err != nil {
-			log.Error("network status not written", "pod", job.Namespace+"/"+job.Name, "error", err)
-			return 1
+			return err
 		}
 		defer lock.unlock(false)
 		if plan, err := readPlan(cfg.CNIDir, job.ContainerID); err != nil || plan == nil {
 			log.Debug("network status not written: the container was deleted meanwhile", "pod", job.Namespace+"/"+job.Name, "container", job.ContainerID)
-			return 0
+			return nil
 		}
 	}
 	// Bounded as a whole (retries included): a DEL may be waiting for the lock.
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.apiTimeout())
 	defer cancel()
-	client, err := inv.kube()
+	c, err := client()
 	if err == nil {
-		err = client.SetNetworkStatus(ctx, job.Namespace, job.Name, job.UID, job.Value, statusWriteAttempts)
+		err = c.SetNetworkStatus(ctx, job.Namespace, job.Name, job.UID, job.Value, statusWriteAttempts)
 	}
 	if err != nil {
-		log.Error("network status not written", "pod", fmt.Sprintf("%s/%s", job.Namespace, job.Name), "error", err)
-		return 1
+		return err
 	}
 	log.Debug("network status written", "pod", job.Namespace+"/"+job.Name)
-	return 0
+	return nil
 }

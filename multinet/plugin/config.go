@@ -102,7 +102,7 @@ func (s *stringList) UnmarshalJSON(b []byte) error {
 	}
 	var list []string
 	if err := json.Unmarshal(b, &list); err != nil {
-		return fmt.Errorf("must be a comma-separated string or a list of strings")
+		return fmt.Errorf("\"globalNamespaces\" must be a comma-separated string or a list of strings (got %s)", b)
 	}
 	*s = list
 	return nil
@@ -151,7 +151,10 @@ func (c *Config) readinessTimeout() time.Duration {
 	return DefaultReadinessTimeout
 }
 
-func (c *Config) apiTimeout() time.Duration {
+func (c *Config) apiTimeout() time.Duration { return c.APITimeout() }
+
+// APITimeout bounds each apiserver request.
+func (c *Config) APITimeout() time.Duration {
 	if c.APITimeoutSeconds > 0 {
 		return time.Duration(c.APITimeoutSeconds) * time.Second
 	}

@@ -6,7 +6,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/patchbay-cni/patchbay/internal/invoke"
 	"github.com/patchbay-cni/patchbay/spec"
 )
 
@@ -44,9 +43,9 @@ func (inv *invocation) startHeldAdd(ctx context.Context, att *Attachment) (*held
 	var first atomic.Bool
 	cni.Exec = func(ctx context.Context, path string, env []string, stdin []byte, stderr io.Writer) ([]byte, error) {
 		if !first.CompareAndSwap(false, true) { // the chain's later plugins run after the first
-			return invoke.Exec(ctx, path, env, stdin, stderr)
+			return inv.exec.Exec(ctx, path, env, stdin, stderr)
 		}
-		return invoke.ExecHeld(ctx, path, env, func(ctx context.Context) ([]byte, error) {
+		return inv.exec.ExecHeld(ctx, path, env, func(ctx context.Context) ([]byte, error) {
 			select {
 			case err := <-h.verdict:
 				if err != nil {

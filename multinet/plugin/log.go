@@ -27,9 +27,9 @@ func parseLevel(s string) (slog.Level, error) {
 	return 0, fmt.Errorf("unknown level (debug, verbose, warn, error, panic)")
 }
 
-// newLogger logs to LogFile (appended) and, with LogToStderr or no file,
+// NewLogger logs to LogFile (appended) and, with LogToStderr or no file,
 // to stderr (which the runtime usually keeps). The closer closes the file.
-func newLogger(c *Config, stderr io.Writer) (*slog.Logger, func()) {
+func NewLogger(c *Config, stderr io.Writer) (*slog.Logger, func()) {
 	level, _ := parseLevel(c.LogLevel)
 	var w io.Writer = stderr
 	closer := func() {}
@@ -81,7 +81,7 @@ func (inv *invocation) logVerb(verb string, err error) {
 		attrs = append(attrs, "attachments", formatAttachments(s.atts, s.results))
 	}
 	attrs = append(attrs, inv.summary.attrs...)
-	attrs = append(attrs, "took", time.Since(processStart).Round(10*time.Microsecond).String())
+	attrs = append(attrs, "took", time.Since(inv.start).Round(10*time.Microsecond).String())
 	if err != nil {
 		attrs = append(attrs, "error", spec.AsError(err, spec.ErrInternal).Msg)
 	}

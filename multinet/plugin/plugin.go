@@ -10,14 +10,70 @@ import (
 	"strings"
 	"time"
 
+	"github.com/patchbay-cni/patchbay/internal/invoke"
+	"github.com/patchbay-cni/patchbay/multinet/api"
 	"github.com/patchbay-cni/patchbay/multinet/kube"
 	"github.com/patchbay-cni/patchbay/runtime"
 	"github.com/patchbay-cni/patchbay/skel"
 	"github.com/patchbay-cni/patchbay/spec"
 )
 
-// Plugin returns the skel plugin of multinet.
-func Plugin() skel.Plugin {
+// Plugin returns the skel plugin of multinet as the thin plugin runs it: a
+// process per call, its own lean API client.
+func Plugin() skel.Plugin { return PluginFor(nil) }
+
+// Host is what the verbs run on. The thin plugin (a process per call) uses
+// nil; the daemon (thick mode) gives every request one, so that both run
+// this package's verbs, not two copies of them.
+type Host struct {
+	// API reaches the apiserver; nil means the lean client (multinet/kube)
+	// built from the configuration's kubeconfig or the in-cluster service
+	// account, once per invocation.
+	API API
+	// Exec runs the delegate plugins; nil means invoke.Runner{}.
+	Exec Executor
+	// Log, when set, is the logger (the configuration's logFile and
+	// logLevel are then the host's business).
+	Log *slog.Logger
+	// Start is when the caller started (the shim's process start), from
+	// which "took" and the debug timings count; zero means this process's
+	// start.
+	Start time.Time
+	// AsyncStatus, when set, runs an asyncNetworkStatus job (in the
+	// daemon, a goroutine it waits for at shutdown); nil starts a detached
+	// "multinet write-status" process.
+	AsyncStatus func(run func())
+	// Observe, when set, is told every attachment's outcome per verb
+	// (metrics).
+	Observe func(verb, network string, err error)
+}
+
+// API is what the verbs need from the apiserver (kube.Client implements
+// it). cached reads may be served from a cache (the apiserver's watch
+// cache, the daemon's informers); callers read again uncached when a cached
+// read says "not found" or returns another object of the same name.
+// Errors for HTTP answers are *kube.StatusError.
+type API interface {
+	GetPod(ctx context.Context, ns, name string, cached bool) (*kube.Pod, error)
+	GetNAD(ctx context.Context, ns, name string, cached bool) (*api.NetworkAttachmentDefinition, error)
+	SetNetworkStatus(ctx context.Context, ns, name, uid, value string, attempts int) error
+	ClearNetworkStatus(ctx context.Context, ns, name, uid, value string) (bool, error)
+	CreateEvent(ctx context.Context, pod *kube.Pod, typ, reason, message, component, host string) error
+}
+
+// Executor runs delegate plugins (invoke.Runner implements it).
+type Executor interface {
+	Exec(ctx context.Context, path string, env []string, stdin []byte, stderr io.Writer) ([]byte, error)
+	ExecHeld(ctx context.Context, path string, env []string, hold func(context.Context) ([]byte, error), stderr io.Writer) ([]byte, error)
+}
+
+// PluginFor returns the skel plugin of multinet running on h (nil: the
+// thin plugin).
+func PluginFor(h *Host) skel.Plugin {
+	if h == nil {
+		h = &Host{}
+	}
+	runVerb := func(a *skel.CmdArgs, verb string, f func(*invocation) error) error { return runVerb(h, a, verb, f) }
 	return skel.Plugin{
 		Type: "multinet",
 		Add: func(a *skel.CmdArgs) (*spec.Result, error) {
@@ -38,8 +94,8 @@ func Plugin() skel.Plugin {
 
 // runVerb runs one verb: it logs the verb's one line (logVerb) and gives
 // the error returned to the runtime its only context prefix (verbError).
-func runVerb(a *skel.CmdArgs, verb string, f func(*invocation) error) error {
-	inv, done, err := newInvocation(a)
+func runVerb(h *Host, a *skel.CmdArgs, verb string, f func(*invocation) error) error {
+	inv, done, err := newInvocation(h, a)
 	if err != nil {
 		return verbError(a, verb, err)
 	}
@@ -106,12 +162,16 @@ type invocation struct {
 	pod   podArgs
 	rargs [][2]string // CNI_ARGS, passed to every delegate
 
-	client    *kube.Client
+	host      *Host
+	exec      Executor
+	client    API
 	clientErr error
 	clientSet bool
-	start     time.Time
+	// start is when the caller started: the process (thin) or the shim
+	// (thick); "took" and the debug timings count from it.
+	start time.Time
 	// writer delivers the status writer started for asyncNetworkStatus.
-	writer chan *statusWriter
+	writer chan statusSender
 	// delegateTime sums the delegate chains' run times (for the benchmark).
 	delegateTime time.Duration
 	// summary is what the verb's log line reports (logVerb).
@@ -121,7 +181,7 @@ type invocation struct {
 // processStart approximates the process start (package init time).
 var processStart = time.Now()
 
-func newInvocation(a *skel.CmdArgs) (*invocation, func(), error) {
+func newInvocation(h *Host, a *skel.CmdArgs) (*invocation, func(), error) {
 	cfg, err := ParseConfig(a.StdinData)
 	if err != nil {
 		return nil, nil, err
@@ -130,8 +190,17 @@ func newInvocation(a *skel.CmdArgs) (*invocation, func(), error) {
 	if stderr == nil {
 		stderr = io.Discard
 	}
-	log, closeLog := newLogger(cfg, stderr)
-	inv := &invocation{cfg: cfg, args: a, log: log, start: time.Now()}
+	log, closeLog := h.Log, func() {}
+	if log == nil {
+		log, closeLog = NewLogger(cfg, stderr)
+	}
+	inv := &invocation{cfg: cfg, args: a, log: log, host: h, exec: h.Exec, start: h.Start}
+	if inv.exec == nil {
+		inv.exec = invoke.Runner{}
+	}
+	if inv.start.IsZero() {
+		inv.start = processStart
+	}
 	pairs, err := spec.ParseCNIArgs(a.Args)
 	if err != nil {
 		closeLog()
@@ -150,16 +219,20 @@ func newInvocation(a *skel.CmdArgs) (*invocation, func(), error) {
 	if len(path) == 0 {
 		path = []string{DefaultBinDir}
 	}
-	inv.cni = &runtime.CNI{Path: path, CacheDir: cfg.CNIDir, Stderr: a.Stderr, Log: log}
+	inv.cni = &runtime.CNI{Path: path, CacheDir: cfg.CNIDir, Stderr: a.Stderr, Log: log, Exec: inv.exec.Exec}
 	return inv, closeLog, nil
 }
 
 // kube returns the API client, or an error when none is configured.
-func (inv *invocation) kube() (*kube.Client, error) {
+func (inv *invocation) kube() (API, error) {
 	if inv.clientSet {
 		return inv.client, inv.clientErr
 	}
 	inv.clientSet = true
+	if inv.host.API != nil {
+		inv.client = inv.host.API
+		return inv.client, nil
+	}
 	var kc *kube.Config
 	var err error
 	if inv.cfg.Kubeconfig != "" {
@@ -167,13 +240,16 @@ func (inv *invocation) kube() (*kube.Client, error) {
 	} else {
 		kc, err = kube.InCluster()
 	}
+	var c *kube.Client
 	if err == nil {
-		inv.client, err = kube.New(kc, inv.cfg.apiTimeout())
+		c, err = kube.New(kc, inv.cfg.apiTimeout())
 	}
 	if err != nil {
 		inv.clientErr = spec.Errorf(spec.ErrInvalidNetworkConfig, "Kubernetes API client: %v", err)
+		return nil, inv.clientErr
 	}
-	return inv.client, inv.clientErr
+	inv.client = c
+	return c, nil
 }
 
 func (inv *invocation) ctx() context.Context {
@@ -249,4 +325,11 @@ func joinErrors(prefix string, errs []error) error {
 
 func describe(a *Attachment) string {
 	return fmt.Sprintf("network %q (interface %s)", a.Name, a.IfName)
+}
+
+// observe reports an attachment's outcome to the host (metrics).
+func (inv *invocation) observe(verb string, att *Attachment, err error) {
+	if inv.host.Observe != nil {
+		inv.host.Observe(verb, att.Name, err)
+	}
 }

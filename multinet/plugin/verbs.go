@@ -136,7 +136,9 @@ func (inv *invocation) delPlan(ctx context.Context, plan *Plan) error {
 		if rt.NetNS == "" {
 			rt.NetNS = plan.NetNS
 		}
-		if err := inv.cni.DelNetworkList(ctx, list, rt); err != nil {
+		err = inv.cni.DelNetworkList(ctx, list, rt)
+		inv.observe(spec.CmdDel, att, err)
+		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", describe(att), err))
 		}
 	}
@@ -215,6 +217,7 @@ func (inv *invocation) cmdCheck() error {
 		if err == nil {
 			err = inv.cni.CheckNetworkList(ctx, list, inv.rt(att))
 		}
+		inv.observe(spec.CmdCheck, att, err)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", describe(att), err))
 		}
