@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/patchbay-cni/patchbay/internal/atomicfile"
+	"github.com/patchbay-cni/patchbay/internal/install"
 	"github.com/patchbay-cni/patchbay/spec"
 )
 
@@ -383,7 +384,7 @@ func InstallBinaries(src, bin, mode, policy string) (written, kept []string, err
 		names = append(names, PluginsBinary)
 	}
 	for _, n := range names {
-		if err := copyAtomic(filepath.Join(src, n), filepath.Join(bin, n)); err != nil {
+		if err := install.AtomicCopy(filepath.Join(src, n), filepath.Join(bin, n)); err != nil {
 			return written, kept, err
 		}
 		written = append(written, n)
@@ -435,19 +436,6 @@ func freeOrOurs(path string) bool {
 	}
 	target, err := os.Readlink(path)
 	return err == nil && filepath.Base(target) == PluginsBinary
-}
-
-// copyAtomic writes src's contents beside dst (mode 0755) and renames it
-// over dst.
-func copyAtomic(src, dst string) error {
-	data, err := os.ReadFile(src)
-	if err != nil {
-		return err
-	}
-	if err := atomicfile.Write(dst, data, 0o755, true); err != nil {
-		return fmt.Errorf("install %s: %w", dst, err)
-	}
-	return nil
 }
 
 // linkAtomic makes dst a symbolic link to target, replacing whatever was
@@ -576,11 +564,16 @@ func (o *NodeInstall) conf(keys map[string]json.RawMessage, inst *Installed) ([]
 		}
 	case ModeThick:
 		plugin["type"] = str(ShimType)
+		// The daemon's socket directory: daemonSocketDir, or Multus's
+		// socketDir (the daemon reads either).
 		plugin["daemonSocketDir"] = str(DefaultDaemonSocketDir)
-		for _, k := range []string{"daemonSocketDir", "capabilities"} {
+		for _, k := range []string{"socketDir", "daemonSocketDir"} {
 			if v, ok := keys[k]; ok {
-				plugin[k] = v
+				plugin["daemonSocketDir"] = v
 			}
+		}
+		if v, ok := keys["capabilities"]; ok {
+			plugin["capabilities"] = v
 		}
 	}
 	p, err := json.Marshal(plugin)

@@ -39,6 +39,10 @@ const clusterStatusName = "kube-system/" + nodetest.BridgeNetwork
 // and runs every phase on it.
 func TestThin(t *testing.T) { exercise(t, "thin") }
 
+// TestThick deploys thick mode, the default (`kubectl apply -f deploy/crds/
+// -f deploy/multinet/`), and runs every phase on it.
+func TestThick(t *testing.T) { exercise(t, "thick") }
+
 // deployment is one installed mode.
 type deployment struct {
 	n         *nodetest.Node
