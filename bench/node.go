@@ -19,6 +19,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/patchbay-cni/patchbay/internal/install"
 	"github.com/patchbay-cni/patchbay/internal/nodetest"
 )
 
@@ -185,10 +186,10 @@ func (ne *nodeEnv) setup(ctx context.Context) error {
 		if src == "" {
 			err = os.Symlink("../patchbay-plugins", real)
 		} else {
-			err = copyExec(src, real)
+			err = install.AtomicCopy(src, real)
 		}
 		if err == nil {
-			err = copyExec(cnitime, filepath.Join(bin, t))
+			err = install.AtomicCopy(cnitime, filepath.Join(bin, t))
 		}
 		if err != nil {
 			return err
@@ -504,7 +505,7 @@ func wrapperCost(ctx context.Context, work string) (time.Duration, error) {
 	if err := os.Symlink(truePath, filepath.Join(dir, ".real", "true")); err != nil && !os.IsExist(err) {
 		return 0, err
 	}
-	if err := copyExec(filepath.Join(work, "cnitime"), filepath.Join(dir, "true")); err != nil {
+	if err := install.AtomicCopy(filepath.Join(work, "cnitime"), filepath.Join(dir, "true")); err != nil {
 		return 0, err
 	}
 	run := func(p string) (time.Duration, error) {
@@ -593,23 +594,6 @@ func rssBytes(pid int, key string) int64 {
 		}
 	}
 	return 0
-}
-
-func copyExec(src, dst string) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o755)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
 }
 
 func lastLines(s string, n int) string {

@@ -655,20 +655,8 @@ func confFiles(dir string) (others, ours []string, err error) {
 }
 
 func isOurConf(path string) bool {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return false
-	}
-	l, err := spec.ParseAny(b)
-	if err != nil {
-		return false
-	}
-	for _, p := range l.Plugins {
-		if p.Network.Type == MultinetBinary || p.Network.Type == ShimType {
-			return true
-		}
-	}
-	return false
+	l, err := loadConfFile(path)
+	return err == nil && isMultinet(l)
 }
 
 // confName is the name multinet's conflist gets in dir: ConfName, or, if

@@ -9,13 +9,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/patchbay-cni/patchbay/multinet/kube"
 )
 
 // InstallAPI is what `multinet install` asks the apiserver, as the
@@ -38,22 +39,18 @@ type InstallAPI struct {
 // ServiceAccountDir is where a pod finds its service account's credentials.
 const ServiceAccountDir = "/var/run/secrets/kubernetes.io/serviceaccount"
 
-// InClusterAPI reads the pod's service account (dir, usually
-// ServiceAccountDir) and the KUBERNETES_SERVICE_HOST/PORT environment.
-func InClusterAPI(dir, serviceAccount string) (*InstallAPI, error) {
-	host, port := os.Getenv("KUBERNETES_SERVICE_HOST"), os.Getenv("KUBERNETES_SERVICE_PORT")
-	if host == "" || port == "" {
-		return nil, errors.New("not in a pod: KUBERNETES_SERVICE_HOST/PORT unset")
+// InClusterAPI is the pod's service account (kube.InCluster: the
+// KUBERNETES_SERVICE_HOST/PORT environment and ServiceAccountDir).
+func InClusterAPI(serviceAccount string) (*InstallAPI, error) {
+	cfg, err := kube.InCluster()
+	if err != nil {
+		return nil, err
 	}
-	ca, err := os.ReadFile(filepath.Join(dir, "ca.crt"))
+	ns, err := os.ReadFile(filepath.Join(ServiceAccountDir, "namespace"))
 	if err != nil {
 		return nil, fmt.Errorf("service account: %w", err)
 	}
-	ns, err := os.ReadFile(filepath.Join(dir, "namespace"))
-	if err != nil {
-		return nil, fmt.Errorf("service account: %w", err)
-	}
-	return NewInstallAPI("https://"+net.JoinHostPort(host, port), strings.TrimSpace(string(ns)), serviceAccount, ca, filepath.Join(dir, "token"))
+	return NewInstallAPI(cfg.Server, strings.TrimSpace(string(ns)), serviceAccount, cfg.CAData, cfg.TokenFile)
 }
 
 // NewInstallAPI is a client of server trusting ca, authenticating with the

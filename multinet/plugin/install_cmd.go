@@ -84,7 +84,7 @@ func InstallCommand(args []string, stdout, stderr io.Writer) int {
 		Mode: *mode, Config: data, SrcDir: *src, BinDir: *binDir, ConfDir: *confDir, Plugins: *plugins,
 		CNIVersion: *cniVersion, NodeName: *node, KubeServer: *kubeServer, Timeout: *timeout, Log: log,
 	}
-	if api, err := InClusterAPI(ServiceAccountDir, *sa); err == nil {
+	if api, err := InClusterAPI(*sa); err == nil {
 		o.API = api
 	} else {
 		log.Warn("no API access: the node's runtime is not read (cniVersion assumed) and the thin plugin gets no node-bound token", "err", err)
@@ -126,7 +126,7 @@ func UninstallCommand(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "multinet uninstall: -when-deleted %q: want [NAMESPACE/]NAME\n", *whenDeleted)
 			return 2
 		}
-		api, err := InClusterAPI(ServiceAccountDir, *sa)
+		api, err := InClusterAPI(*sa)
 		if err != nil {
 			fmt.Fprintln(stderr, "multinet uninstall: keeping multinet installed: cannot ask the apiserver:", err)
 			return 0

@@ -249,7 +249,11 @@ func manifests(t *testing.T, mode string) []byte {
 		files = files[:1]
 	}
 	for _, f := range files {
-		for _, p := range yamlFiles(t, f) {
+		paths, err := nodetest.ManifestFiles(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range paths {
 			b, err := os.ReadFile(p)
 			if err != nil {
 				t.Fatal(err)
@@ -279,26 +283,6 @@ func toYAML(t *testing.T, objs []*unstructured.Unstructured) []byte {
 		}
 		out = append(append(out, b...), "---\n"...)
 	}
-	return out
-}
-
-// yamlFiles are the files `kubectl apply -f DIR` reads.
-func yamlFiles(t *testing.T, dir string) []string {
-	t.Helper()
-	des, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, de := range des {
-		switch filepath.Ext(de.Name()) {
-		case ".yaml", ".yml", ".json":
-			if !de.IsDir() {
-				out = append(out, filepath.Join(dir, de.Name()))
-			}
-		}
-	}
-	sort.Strings(out)
 	return out
 }
 
