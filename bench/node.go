@@ -126,6 +126,9 @@ func (e *env) nodeWorkload(ctx context.Context, o *options) error {
 				if s.firstErr == "" {
 					s.firstErr = oneLine(err.Error())
 				}
+				if len(s.adds) == 0 && s.fails >= 2 {
+					s.unavail = "no sample succeeded: " + s.firstErr
+				}
 			}
 			if err := ctx.Err(); err != nil {
 				return err
@@ -241,7 +244,9 @@ func (ne *nodeEnv) setup(ctx context.Context) error {
 
 	thinMultinet := fmt.Sprintf(`{"cniVersion":"1.0.0","name":"multinet","plugins":[{"type":"multinet","kubeconfig":%q,"clusterNetwork":%q}]}`, ne.kubecfg, clusterConf)
 	thinMultus := fmt.Sprintf(`{"cniVersion":"1.0.0","name":"multus-cni-network","plugins":[{"type":"multus","kubeconfig":%q,"clusterNetwork":%q,"cniDir":"/var/lib/cni/multus","logLevel":"error"}]}`, ne.kubecfg, clusterConf)
-	thickMultus := `{"cniVersion":"1.0.0","name":"multus-cni-network","plugins":[{"type":"multus-shim","daemonSocketDir":"/run/multus","logLevel":"error","clusterNetwork":"` + clusterConf + `"}]}`
+	// Multus removes and re-creates its socketDir: a directory below the
+	// node's /run/multus (a mount point).
+	thickMultus := `{"cniVersion":"1.0.0","name":"multus-cni-network","plugins":[{"type":"multus-shim","daemonSocketDir":"/run/multus/sock","logLevel":"error","clusterNetwork":"` + clusterConf + `"}]}`
 	ne.subjects = []*nodeSubject{
 		{label: "multinet thick", metaType: "multinet-shim", thick: true},
 		{label: "multinet thin", metaType: "multinet", conf: thinMultinet},
@@ -257,7 +262,7 @@ func (ne *nodeEnv) setup(ctx context.Context) error {
 			ne.subjects[0].unavail = oneLine(err.Error())
 		}
 	}
-	multusCfg := fmt.Sprintf(`{"chrootDir":"","cniVersion":"1.0.0","logLevel":"error","logToStderr":true,"cniConfigDir":"/etc/cni/net.d","multusConfigFile":"/nonexistent-bench-no-autoconfig","socketDir":"/run/multus","clusterNetwork":%q}`, clusterConf)
+	multusCfg := fmt.Sprintf(`{"chrootDir":"","cniVersion":"1.0.0","logLevel":"error","logToStderr":true,"cniConfigDir":"/etc/cni/net.d","multusConfigFile":"/nonexistent-bench-no-autoconfig","socketDir":"/run/multus/sock","clusterNetwork":%q}`, clusterConf)
 	if err := ne.startDaemon(ctx, ne.subjects[2], []string{filepath.Join(ne.multus, "multus-daemon"), "-config"}, multusCfg); err != nil {
 		ne.subjects[2].unavail = oneLine(err.Error())
 	}
@@ -308,7 +313,7 @@ func (ne *nodeEnv) startDaemon(ctx context.Context, s *nodeSubject, argv []strin
 		return err
 	}
 	s.daemon = cmd
-	sock := map[string]string{"multinet-shim": "/run/multinet", "multus-shim": "/run/multus"}[s.metaType]
+	sock := map[string]string{"multinet-shim": "/run/multinet", "multus-shim": "/run/multus/sock"}[s.metaType]
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		des, _ := os.ReadDir(ne.n.HostPath(sock))
@@ -365,15 +370,18 @@ func (ne *nodeEnv) use(ctx context.Context, s *nodeSubject) error {
 	if err := os.Rename(p+".tmp", p); err != nil {
 		return err
 	}
-	for i := 0; i < 30; i++ {
+	var last error
+	deadline := time.Now().Add(2 * time.Minute)
+	for i := 0; time.Now().Before(deadline); i++ {
 		name := fmt.Sprintf("probe-%s-%d", strings.ReplaceAll(strings.ToLower(s.label), " ", "-"), i)
 		meta, _, err := ne.podADD(ctx, name, s.metaType)
 		if err == nil && meta > 0 {
 			return nil
 		}
+		last = err
 		time.Sleep(500 * time.Millisecond)
 	}
-	return fmt.Errorf("the runtime did not switch to %s's configuration", s.label)
+	return fmt.Errorf("pods do not run %s's plugin (%v)", s.label, last)
 }
 
 // sample creates and deletes one pod under s and records its ADD and DEL.
@@ -409,7 +417,7 @@ func (ne *nodeEnv) podADD(ctx context.Context, name, metaType string) (time.Dura
 	n := ne.n
 	pod := fmt.Sprintf(`{"apiVersion":"v1","kind":"Pod","metadata":{"name":%q,"namespace":%q,"annotations":{"k8s.v1.cni.cncf.io/networks":"blue"}},
 		"spec":{"terminationGracePeriodSeconds":0,"containers":[{"name":"c","image":%q,"imagePullPolicy":"Never","command":["sleep","3600"]}]}}`, name, ne.ns, nodetest.BusyboxImage)
-	c, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	c, cancel := context.WithTimeout(ctx, 90*time.Second)
 	defer cancel()
 	if _, err := n.Apply(c, []byte(pod)); err != nil {
 		return 0, 0, err
