@@ -204,31 +204,43 @@ func (ne *nodeEnv) setup(ctx context.Context) error {
 			return err
 		}
 	}
-	exp := int64(4 * 3600)
-	tr, err := n.Client.CoreV1().ServiceAccounts("kube-system").CreateToken(ctx, "multinet", &authenticationv1.TokenRequest{
-		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &exp}}, metav1.CreateOptions{})
-	if err != nil {
+	// Each peer runs with its own manifests' RBAC: multinet's
+	// deploy/multinet/rbac.yaml, Multus's ClusterRole from its
+	// deployments/multus-daemonset-thick.yml (it updates pods/status).
+	if err := applyMultusRBAC(ctx, n); err != nil {
 		return err
 	}
 	credDir := n.HostPath("/etc/cni/net.d/bench.d")
 	os.MkdirAll(credDir, 0o700)
-	ne.kubecfg = "/etc/cni/net.d/bench.d/kubeconfig"
-	kc, _ := json.Marshal(map[string]any{
-		"apiVersion": "v1", "kind": "Config", "current-context": "c",
-		"clusters": []any{map[string]any{"name": "c", "cluster": map[string]any{"server": "https://127.0.0.1:6443", "certificate-authority-data": n.Credentials.CAPEM}}},
-		"users":    []any{map[string]any{"name": "u", "user": map[string]any{"token": tr.Status.Token}}},
-		"contexts": []any{map[string]any{"name": "c", "context": map[string]any{"cluster": "c", "user": "u"}}},
-	})
-	if err := os.WriteFile(filepath.Join(credDir, "kubeconfig"), kc, 0o600); err != nil {
-		return err
+	for _, sa := range []string{"multinet", "multus"} {
+		exp := int64(4 * 3600)
+		tr, err := n.Client.CoreV1().ServiceAccounts("kube-system").CreateToken(ctx, sa, &authenticationv1.TokenRequest{
+			Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &exp}}, metav1.CreateOptions{})
+		if err != nil {
+			return err
+		}
+		kc, _ := json.Marshal(map[string]any{
+			"apiVersion": "v1", "kind": "Config", "current-context": "c",
+			"clusters": []any{map[string]any{"name": "c", "cluster": map[string]any{"server": "https://127.0.0.1:6443", "certificate-authority-data": n.Credentials.CAPEM}}},
+			"users":    []any{map[string]any{"name": "u", "user": map[string]any{"token": tr.Status.Token}}},
+			"contexts": []any{map[string]any{"name": "c", "context": map[string]any{"cluster": "c", "user": "u"}}},
+		})
+		if err := os.WriteFile(filepath.Join(credDir, sa+".kubeconfig"), kc, 0o600); err != nil {
+			return err
+		}
+		// In-cluster credentials for the daemons (processes on the node,
+		// where /run/secrets is the test's): Multus reads the standard
+		// path, multinet's daemon -serviceaccount-dir.
+		dir := n.HostPath("/run/secrets/" + sa)
+		if sa == "multus" {
+			dir = n.HostPath("/run/secrets/kubernetes.io/serviceaccount")
+		}
+		os.MkdirAll(dir, 0o700)
+		os.WriteFile(filepath.Join(dir, "token"), []byte(tr.Status.Token), 0o600)
+		os.WriteFile(filepath.Join(dir, "ca.crt"), n.Credentials.CAPEM, 0o600)
+		os.WriteFile(filepath.Join(dir, "namespace"), []byte("kube-system"), 0o600)
 	}
-	// In-cluster credentials for the daemons (they run as processes on the
-	// node, where /run/secrets is the test's).
-	sa := n.HostPath("/run/secrets") + "/kubernetes.io/serviceaccount"
-	os.MkdirAll(sa, 0o700)
-	os.WriteFile(filepath.Join(sa, "token"), []byte(tr.Status.Token), 0o600)
-	os.WriteFile(filepath.Join(sa, "ca.crt"), n.Credentials.CAPEM, 0o600)
-	os.WriteFile(filepath.Join(sa, "namespace"), []byte("kube-system"), 0o600)
+	ne.kubecfg = "/etc/cni/net.d/bench.d/multinet.kubeconfig"
 
 	if _, err := n.Client.CoreV1().Namespaces().Create(ctx, nsObj(ne.ns), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
@@ -243,7 +255,7 @@ func (ne *nodeEnv) setup(ctx context.Context) error {
 	}
 
 	thinMultinet := fmt.Sprintf(`{"cniVersion":"1.0.0","name":"multinet","plugins":[{"type":"multinet","kubeconfig":%q,"clusterNetwork":%q}]}`, ne.kubecfg, clusterConf)
-	thinMultus := fmt.Sprintf(`{"cniVersion":"1.0.0","name":"multus-cni-network","plugins":[{"type":"multus","kubeconfig":%q,"clusterNetwork":%q,"cniDir":"/var/lib/cni/multus","logLevel":"error"}]}`, ne.kubecfg, clusterConf)
+	thinMultus := fmt.Sprintf(`{"cniVersion":"1.0.0","name":"multus-cni-network","plugins":[{"type":"multus","kubeconfig":%q,"clusterNetwork":%q,"cniDir":"/var/lib/cni/multus","logLevel":"error"}]}`, "/etc/cni/net.d/bench.d/multus.kubeconfig", clusterConf)
 	// Multus removes and re-creates its socketDir: a directory below the
 	// node's /run/multus (a mount point).
 	thickMultus := `{"cniVersion":"1.0.0","name":"multus-cni-network","plugins":[{"type":"multus-shim","daemonSocketDir":"/run/multus/sock","logLevel":"error","clusterNetwork":"` + clusterConf + `"}]}`
@@ -258,13 +270,58 @@ func (ne *nodeEnv) setup(ctx context.Context) error {
 	} else {
 		ne.subjects[0].conf = `{"cniVersion":"1.0.0","name":"multinet","plugins":[{"type":"multinet-shim","daemonSocketDir":"/run/multinet"}]}`
 		cfg := fmt.Sprintf(`{"clusterNetwork":%q,"daemonSocketDir":"/run/multinet","logLevel":"error"}`, clusterConf)
-		if err := ne.startDaemon(ctx, ne.subjects[0], []string{filepath.Join(ne.ours, "multinet"), "daemon", "-config"}, cfg); err != nil {
+		if err := ne.startDaemon(ctx, ne.subjects[0], []string{filepath.Join(ne.ours, "multinet"), "daemon", "-serviceaccount-dir", "/run/secrets/multinet", "-config"}, cfg); err != nil {
 			ne.subjects[0].unavail = oneLine(err.Error())
 		}
 	}
-	multusCfg := fmt.Sprintf(`{"chrootDir":"","cniVersion":"1.0.0","logLevel":"error","logToStderr":true,"cniConfigDir":"/etc/cni/net.d","multusConfigFile":"/nonexistent-bench-no-autoconfig","socketDir":"/run/multus/sock","clusterNetwork":%q}`, clusterConf)
+	// Multus v4.3.0's daemon exits at once unless multusConfigFile is
+	// "auto" (its main waits only for the auto-configuration's goroutines):
+	// it gets a directory of its own to watch and to write its generated
+	// conflist into, away from the node's /etc/cni/net.d, which the bench
+	// controls; delegation uses clusterNetwork from this file.
+	auto := n.HostPath("/etc/cni/multus/net.d")
+	for _, d := range []string{"auto", "out"} {
+		if err := os.MkdirAll(filepath.Join(auto, d), 0o755); err != nil {
+			return err
+		}
+	}
+	if err := os.WriteFile(filepath.Join(auto, "auto", "10-patchbay-bridge.conflist"), []byte(nodetest.BridgeConflist), 0o644); err != nil {
+		return err
+	}
+	multusCfg := fmt.Sprintf(`{"chrootDir":"","cniVersion":"1.0.0","logLevel":"error","logToStderr":true,"cniConfigDir":"/etc/cni/multus/net.d/out","multusAutoconfigDir":"/etc/cni/multus/net.d/auto","multusConfigFile":"auto","socketDir":"/run/multus/sock","clusterNetwork":%q}`, clusterConf)
 	if err := ne.startDaemon(ctx, ne.subjects[2], []string{filepath.Join(ne.multus, "multus-daemon"), "-config"}, multusCfg); err != nil {
 		ne.subjects[2].unavail = oneLine(err.Error())
+	}
+	return nil
+}
+
+// applyMultusRBAC applies the ServiceAccount, ClusterRole and binding of
+// Multus's own thick manifest, from the module cache.
+func applyMultusRBAC(ctx context.Context, n *nodetest.Node) error {
+	out, err := exec.CommandContext(ctx, "go", "env", "GOMODCACHE").Output()
+	if err != nil {
+		return err
+	}
+	path := filepath.Join(strings.TrimSpace(string(out)), "gopkg.in/k8snetworkplumbingwg/multus-cni.v4@v4.3.0/deployments/multus-daemonset-thick.yml")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("the Multus manifest (scripts/bench-deps.sh downloads the module): %w", err)
+	}
+	objs, err := nodetest.DecodeManifests(b)
+	if err != nil {
+		return err
+	}
+	for _, o := range objs {
+		switch o.GetKind() {
+		case "ServiceAccount", "ClusterRole", "ClusterRoleBinding":
+			j, err := o.MarshalJSON()
+			if err != nil {
+				return err
+			}
+			if _, err := n.Apply(ctx, j); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }
