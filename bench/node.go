@@ -511,7 +511,11 @@ type logLine struct {
 
 // readLog returns the timing records of pod name.
 func (ne *nodeEnv) readLog(name string) ([]logLine, error) {
-	f, err := os.Open(ne.n.HostPath(ne.logPath))
+	return ne.readLogFile(ne.n.HostPath(ne.logPath), name)
+}
+
+func (ne *nodeEnv) readLogFile(path, name string) ([]logLine, error) {
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
