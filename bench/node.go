@@ -473,7 +473,7 @@ func (ne *nodeEnv) sample(ctx context.Context, s *nodeSubject, name string) erro
 func (ne *nodeEnv) podADD(ctx context.Context, name, metaType string) (time.Duration, time.Duration, error) {
 	n := ne.n
 	pod := fmt.Sprintf(`{"apiVersion":"v1","kind":"Pod","metadata":{"name":%q,"namespace":%q,"annotations":{"k8s.v1.cni.cncf.io/networks":"blue"}},
-		"spec":{"terminationGracePeriodSeconds":0,"containers":[{"name":"c","image":%q,"imagePullPolicy":"Never","command":["sleep","3600"]}]}}`, name, ne.ns, nodetest.BusyboxImage)
+		"spec":{"terminationGracePeriodSeconds":1,"containers":[{"name":"c","image":%q,"imagePullPolicy":"Never","command":["sleep","3600"]}]}}`, name, ne.ns, nodetest.BusyboxImage)
 	c, cancel := context.WithTimeout(ctx, 90*time.Second)
 	defer cancel()
 	if _, err := n.Apply(c, []byte(pod)); err != nil {
@@ -489,9 +489,19 @@ func (ne *nodeEnv) podADD(ctx context.Context, name, metaType string) (time.Dura
 	if runErr != nil {
 		return 0, 0, fmt.Errorf("pod %s: %s", name, oneLine(runErr.Error()))
 	}
-	lines, err := ne.readLog(name)
-	if err != nil {
-		return 0, 0, err
+	// The pod object can be gone before kubelet stopped the sandbox: wait
+	// for the meta plugin's DEL, so that it runs under this configuration
+	// (containerd DELs with the configuration it has at that moment).
+	var lines []logLine
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		var err error
+		if lines, err = ne.readLog(name); err != nil {
+			return 0, 0, err
+		}
+		if hasRun(lines, metaType, "DEL") || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 	for _, l := range lines {
 		if l.typ == metaType && l.verb == "ADD" && l.code == 0 {
@@ -499,6 +509,15 @@ func (ne *nodeEnv) podADD(ctx context.Context, name, metaType string) (time.Dura
 		}
 	}
 	return 0, 0, nil
+}
+
+func hasRun(lines []logLine, typ, verb string) bool {
+	for _, l := range lines {
+		if l.typ == typ && l.verb == verb {
+			return true
+		}
+	}
+	return false
 }
 
 // logLine is one cnitime record.
