@@ -30,7 +30,7 @@ type options struct {
 	ours, ref, deb, out      string
 	only                     map[string]bool
 	multus                   string // Multus v4.3.0 binaries (node workload)
-	nodeBurst                int
+	nodeBurst, nodeN         int
 }
 
 var workloads = []string{"bhl", "seed", "masq", "steps", "hostlocal", "conc", "bytes", "loopback", "node"}
@@ -62,6 +62,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.StringVar(&o.out, "out", "bench/results.md", "where to write the table too (empty: stdout only)")
 	fs.StringVar(&o.multus, "multus", envStr("PATCHBAY_MULTUS_BIN", filepath.Join(os.Getenv("HOME"), ".cache/patchbay/multus-v4.3.0")), "Multus v4.3.0 binaries for the node workload (env PATCHBAY_MULTUS_BIN)")
 	fs.IntVar(&o.nodeBurst, "node-burst", 100, "pods created at once in the node workload's memory burst")
+	fs.IntVar(&o.nodeN, "node-n", 10, "pods per meta plugin in the node workload (each one a pod created, run and deleted through kubelet: seconds each)")
 	only := fs.String("only", "", "comma-separated workloads to run, of: "+strings.Join(workloads, ","))
 	if err := fs.Parse(args); err != nil {
 		return nil, err

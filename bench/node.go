@@ -75,6 +75,7 @@ type nodeEnv struct {
 	ns        string
 	logPath   string // node path of cnitime's log
 	burstPods int
+	perMeta   int // pods per meta plugin
 }
 
 const (
@@ -85,7 +86,7 @@ const (
 )
 
 func (e *env) nodeWorkload(ctx context.Context, o *options) error {
-	ne := &nodeEnv{ours: o.ours, multus: o.multus, work: filepath.Join(e.work, "node"), burstPods: o.nodeBurst, ns: nodeBenchNS, logPath: cnitimeLog}
+	ne := &nodeEnv{ours: o.ours, multus: o.multus, work: filepath.Join(e.work, "node"), burstPods: o.nodeBurst, perMeta: o.nodeN, ns: nodeBenchNS, logPath: cnitimeLog}
 	if err := os.MkdirAll(ne.work, 0o755); err != nil {
 		return err
 	}
@@ -116,7 +117,7 @@ func (e *env) nodeWorkload(ctx context.Context, o *options) error {
 	if ne.wrapper, err = wrapperCost(ctx, ne.work); err != nil {
 		return err
 	}
-	for i := 0; i < e.n; i++ {
+	for i := 0; i < o.nodeN; i++ {
 		for _, s := range ne.subjects {
 			if s.unavail != "" {
 				continue
@@ -777,6 +778,7 @@ func (ne *nodeEnv) verdictMemory() string {
 // nodeNotes explains the node table.
 func (ne *nodeEnv) nodeNotes() []string {
 	notes := []string{
+		fmt.Sprintf("medians of %d pods per meta plugin, the four taking turns pod by pod", ne.perMeta),
 		fmt.Sprintf("each plugin exec is timed by a wrapper (bench/cnitime) that reads the plugin's whole configuration first (a plugin started early and held by its caller is timed from when it could work); the wrapper's own cost, %s per exec here (median, /bin/true wrapped vs direct), is added to each delegate exec in the delegates' rows and taken out of the overhead", ms(ne.wrapper)),
 		"overhead = the meta plugin's time − its two bridge execs (cluster network eth0 + NAD net1, host-local in-process) − the wrapper per delegate; it holds the meta plugin's own exec and start, its API reads and status write (thin), or the shim's exec and the daemon's work (thick); DEL: the first DEL kubelet asks for (StopPodSandbox, with the network namespace)",
 		"all four on one node in turn (the node's first configuration rewritten, containerd's reload awaited with a probe pod), the same pod (cluster network + one NAD, our bridge + host-local for both), credentials of deploy/multinet/rbac.yaml's service account; the daemons run as processes in the node's namespaces",
