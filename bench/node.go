@@ -826,7 +826,7 @@ func (ne *nodeEnv) nodeNotes() []string {
 		fmt.Sprintf("medians of %d pods per meta plugin, the four taking turns pod by pod", ne.perMeta),
 		fmt.Sprintf("each plugin exec is timed by a wrapper (bench/cnitime) that reads the plugin's whole configuration first (a plugin started early and held by its caller is timed from when it could work); the wrapper's own cost, %s per exec here (median, /bin/true wrapped vs direct), is added to each delegate exec in the delegates' rows and taken out of the overhead", ms(ne.wrapper)),
 		"overhead = the meta plugin's time − its two bridge execs (cluster network eth0 + NAD net1, host-local in-process) − the wrapper per delegate; it holds the meta plugin's own exec and start, its API reads and status write (thin), or the shim's exec and the daemon's work (thick); DEL: the first DEL kubelet asks for (StopPodSandbox, with the network namespace)",
-		"all four on one node in turn (the node's first configuration rewritten, containerd's reload awaited with a probe pod), the same pod (cluster network + one NAD, our bridge + host-local for both), credentials of deploy/multinet/rbac.yaml's service account; the daemons run as processes in the node's namespaces",
+		"all four on one node in turn (the node's first configuration rewritten, containerd's reload awaited with a probe pod), the same pod (cluster network + one NAD, our bridge + host-local for both); multinet with deploy/multinet/rbac.yaml's service account, Multus with its own manifest's; the daemons run as processes in the node's namespaces",
 	}
 	for _, s := range ne.subjects {
 		if s.unavail != "" {
