@@ -52,7 +52,7 @@ type deployment struct {
 }
 
 func exercise(t *testing.T, mode string) {
-	n := nodetest.Shared(t)
+	n := sharedNode(t)
 	d := &deployment{n: n, mode: mode, bin: binDir(t), manifests: manifests(t, mode)}
 	phases := []struct {
 		name string

@@ -16,6 +16,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -56,9 +57,18 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	opts.CNIBinDir = dir
-	defer os.RemoveAll(dir)
-	nodetest.Main(m, opts)
+	nodetest.Main(m, opts) // exits
 }
+
+// sharedNode is the package's node (nodetest.Shared). The node copies
+// nodeBin when it starts, and nodetest.Main exits without returning: the
+// first test to end removes the directory.
+func sharedNode(t *testing.T) *nodetest.Node {
+	t.Cleanup(func() { removeNodeBin.Do(func() { os.RemoveAll(nodeBin) }) })
+	return nodetest.Shared(t)
+}
+
+var removeNodeBin sync.Once
 
 func makeNodeBin(dir string) error {
 	bin := os.Getenv("PATCHBAY_BIN")

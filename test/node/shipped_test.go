@@ -25,7 +25,7 @@ import (
 // deploy/multinet/rbac.yaml's service account), multinet in /opt/cni/bin,
 // and its log file /var/log/multinet.log.
 func TestShippedConflistOnContainerd16(t *testing.T) {
-	n := nodetest.Shared(t)
+	n := sharedNode(t)
 	c := ctxT(t, 4*time.Minute)
 	shipped, err := filepath.Abs(filepath.Join(repo, "deploy", "multinet", "00-multinet.conflist"))
 	if err != nil {
