@@ -78,7 +78,7 @@ func (e *env) hostLocalWorkload(ctx context.Context, count int) error {
 		measured := e0[0].v > 0 && e1[0].v > 0
 		e.tbl.add(row{workload: fmt.Sprintf("host-local %s flatness (%s ÷ empty)", verb.name, short),
 			ours: flat(0), ref: flat(1), deb: flat(2), ratioDeb: "-", ratioB: "-",
-			target:  "ours ≤ 1.1× (DESIGN)",
+			target:  "ours ≤ 1.1× (target)",
 			verdict: verdict(measured && e0[0].fails+e1[0].fails == 0 && e1[0].v/e0[0].v <= 1.1, measured)})
 	}
 	return nil

@@ -30,6 +30,9 @@ func (t *table) write(w io.Writer, header []string) {
 		fmt.Fprintln(w, h)
 	}
 	fmt.Fprintln(w)
+	if len(t.rows) == 0 {
+		return // only the node workload ran (-only node)
+	}
 	cols := []string{"workload", "ours", "ref v1.9.1", "Debian 1.1.1", "ours/Debian", "ours/fastest ref", "target", "result"}
 	var cells [][]string
 	for _, r := range t.rows {

@@ -34,3 +34,32 @@ if [ ! -x "$WB_CACHE/whereabouts" ] || ! ls "$WB_CACHE"/crds/*.yaml >/dev/null 2
 	cp "$wb_dir"/doc/crds/whereabouts.cni.cncf.io_*.yaml "$WB_CACHE/crds/"
 fi
 echo "whereabouts $WB_VERSION: $WB_CACHE/whereabouts"
+
+# Multus v4.3.0 (thin plugin, thick daemon and shim): multinet's peer in
+# the node workload, built from the Go module proxy through the wrapper
+# module test/multus into a cache keyed by version. Never a product
+# dependency. Cold: a few minutes (its modules and a build); cached: nothing.
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+multus_mod=gopkg.in/k8snetworkplumbingwg/multus-cni.v4
+MULTUS_VERSION="$(awk -v m="$multus_mod" '$1 == m { print $2 }' "$here/../test/multus/go.mod")"
+[ -n "$MULTUS_VERSION" ] || { echo "no $multus_mod requirement in test/multus/go.mod" >&2; exit 1; }
+MULTUS_CACHE="${MULTUS_CACHE:-$HOME/.cache/patchbay/multus-$MULTUS_VERSION}"
+multus_bins=(multus multus-daemon multus-shim)
+missing=()
+for b in "${multus_bins[@]}"; do
+	[ -x "$MULTUS_CACHE/$b" ] || missing+=("$b")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+	echo "building Multus ${missing[*]} $MULTUS_VERSION into $MULTUS_CACHE"
+	mkdir -p "$MULTUS_CACHE"
+	rm -rf "$MULTUS_CACHE"/.build-*
+	tmp="$(mktemp -d "$MULTUS_CACHE/.build-XXXXXX")"
+	trap 'rm -rf "$tmp"' EXIT
+	start=$(date +%s)
+	pkgs=()
+	for b in "${missing[@]}"; do pkgs+=("$multus_mod/cmd/$b"); done
+	(cd "$here/../test/multus" && CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o "$tmp/" "${pkgs[@]}")
+	for b in "${missing[@]}"; do mv "$tmp/$b" "$MULTUS_CACHE/$b"; done
+	echo "built Multus in $(($(date +%s) - start)) s"
+fi
+echo "multus=$MULTUS_CACHE"

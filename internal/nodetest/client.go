@@ -87,7 +87,7 @@ func (n *Node) Apply(ctx context.Context, manifests []byte) ([]*unstructured.Uns
 func (n *Node) ApplyFiles(ctx context.Context, paths ...string) ([]*unstructured.Unstructured, error) {
 	var out []*unstructured.Unstructured
 	for _, p := range paths {
-		files, err := manifestFiles(p)
+		files, err := ManifestFiles(p)
 		if err != nil {
 			return out, err
 		}
@@ -106,7 +106,10 @@ func (n *Node) ApplyFiles(ctx context.Context, paths ...string) ([]*unstructured
 	return out, nil
 }
 
-func manifestFiles(p string) ([]string, error) {
+// ManifestFiles lists what `kubectl apply -f p` reads: p itself if it is a
+// file, else the *.yaml, *.yml and *.json files of the directory p (not its
+// subdirectories), sorted by name.
+func ManifestFiles(p string) ([]string, error) {
 	st, err := os.Stat(p)
 	if err != nil {
 		return nil, err

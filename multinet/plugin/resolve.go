@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 
 	"github.com/patchbay-cni/patchbay/multinet/api"
@@ -31,35 +30,23 @@ func loadConfFile(path string) (*spec.ConfList, error) {
 
 // firstConfFile returns the first configuration file of dir in name order
 // (what Multus does with a directory clusterNetwork), skipping our own
-// configuration so that pointing at kubelet's directory works.
+// configuration (confFiles) so that pointing at kubelet's directory works.
 func firstConfFile(dir string) (string, error) {
-	entries, err := os.ReadDir(dir)
+	others, _, err := confFiles(dir)
 	if err != nil {
 		return "", err
 	}
-	var names []string
-	for _, e := range entries {
-		switch filepath.Ext(e.Name()) {
-		case ".conf", ".conflist", ".json":
-			if !e.IsDir() {
-				names = append(names, e.Name())
-			}
-		}
+	if len(others) == 0 {
+		return "", fmt.Errorf("no .conf, .conflist or .json file in %s", dir)
 	}
-	sort.Strings(names)
-	for _, n := range names {
-		p := filepath.Join(dir, n)
-		if l, err := loadConfFile(p); err == nil && isMultinet(l) {
-			continue
-		}
-		return p, nil
-	}
-	return "", fmt.Errorf("no .conf, .conflist or .json file in %s", dir)
+	return others[0], nil
 }
 
+// isMultinet: the thin plugin's or the thick shim's configuration (the
+// daemon resolving a directory must not pick the shim's conflist either).
 func isMultinet(l *spec.ConfList) bool {
 	for _, p := range l.Plugins {
-		if p.Network.Type == "multinet" {
+		if p.Network.Type == "multinet" || p.Network.Type == "multinet-shim" {
 			return true
 		}
 	}
