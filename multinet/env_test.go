@@ -213,7 +213,10 @@ func (e *env) conf() *spec.ConfList {
 	if e.daemon != nil {
 		b, _ := json.Marshal(map[string]any{"cniVersion": "1.1.0", "name": "multinet", "plugins": []any{map[string]any{
 			"type": "multinet-shim", "daemonSocketDir": e.daemon.socketDir,
-			"capabilities": map[string]bool{"portMappings": true, "bandwidth": true},
+			// No wait for a daemon that is down: these tests assert the
+			// code-11 answer itself (the wait is shim_test's).
+			"daemonWaitSeconds": 0,
+			"capabilities":      map[string]bool{"portMappings": true, "bandwidth": true},
 		}}})
 		l, err := spec.ParseConfList(b)
 		if err != nil {

@@ -74,6 +74,25 @@ type Response struct {
 type conf struct {
 	CNIVersion string `json:"cniVersion"`
 	SocketDir  string `json:"daemonSocketDir"`
+	// WaitSeconds bounds how long the shim waits for a daemon that is not
+	// listening (restarting, being upgraded) before answering code 11;
+	// nil means DefaultWait, 0 not at all.
+	WaitSeconds *float64 `json:"daemonWaitSeconds"`
+}
+
+// DefaultWait is how long the shim waits for the daemon's socket: a
+// DaemonSet rollout replaces the daemon in a few seconds, and waiting
+// through it spares the pod a failed sandbox and the kubelet's back-off.
+const DefaultWait = 15 * time.Second
+
+func (c *conf) wait() time.Duration {
+	if c.WaitSeconds == nil {
+		return DefaultWait
+	}
+	if *c.WaitSeconds <= 0 {
+		return 0
+	}
+	return time.Duration(*c.WaitSeconds * float64(time.Second))
 }
 
 // Main is the shim: it forwards one invocation to the daemon and writes
@@ -94,7 +113,7 @@ func Main(start time.Time) int {
 	}
 	var c conf
 	_ = json.Unmarshal(stdin, &c) // the daemon reports a malformed configuration
-	resp, err := Forward(SocketPath(c.SocketDir), &Request{Env: os.Environ(), Config: stdin, Start: start.UnixNano()})
+	resp, err := Forward(SocketPath(c.SocketDir), &Request{Env: os.Environ(), Config: stdin, Start: start.UnixNano()}, c.wait())
 	if err != nil {
 		return fail(os.Stdout, c.CNIVersion, err)
 	}
@@ -113,10 +132,18 @@ func fail(w io.Writer, version string, err error) int {
 }
 
 // Forward sends req to the daemon listening on socket and returns its
-// answer. When the daemon cannot be reached, or goes away before
-// answering, the error is a *spec.Error with code 11 (try again later).
-func Forward(socket string, req *Request) (*Response, error) {
+// answer. A daemon that is not listening is waited for, up to wait (it is
+// being restarted or upgraded); nothing has been sent to it then, so
+// trying again is safe for every verb. When the daemon cannot be reached
+// in time, or goes away before answering, the error is a *spec.Error with
+// code 11 (try again later).
+func Forward(socket string, req *Request, wait time.Duration) (*Response, error) {
+	deadline := time.Now().Add(wait)
 	conn, err := net.Dial("unix", socket)
+	for err != nil && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+		conn, err = net.Dial("unix", socket)
+	}
 	if err != nil {
 		return nil, unavailable(socket, err)
 	}

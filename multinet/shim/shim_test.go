@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/patchbay-cni/patchbay/spec"
 )
@@ -52,10 +53,63 @@ func TestThinPluginLinksNoDaemonLibraries(t *testing.T) {
 
 func TestForwardDaemonDown(t *testing.T) {
 	sock := filepath.Join(t.TempDir(), SocketName)
-	_, err := Forward(sock, &Request{})
+	_, err := Forward(sock, &Request{}, 0)
 	ce := spec.AsError(err, 0)
 	if ce == nil || ce.Code != spec.ErrTryAgainLater || !strings.Contains(ce.Msg, sock) || !strings.Contains(ce.Msg, "daemon") {
 		t.Errorf("daemon down: %v, want code 11 naming the socket", err)
+	}
+}
+
+// A daemon that starts listening while the shim waits (a DaemonSet
+// rollout) gets the request; one that does not appear within the wait is
+// code 11, after about the wait and not much longer.
+func TestForwardWaitsForTheDaemon(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), SocketName)
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		ln, err := net.Listen("unix", sock)
+		if err != nil {
+			return
+		}
+		defer ln.Close()
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		io.ReadAll(c)
+		resp, _ := json.Marshal(&Response{Stdout: []byte("ok")})
+		c.Write(resp)
+	}()
+	resp, err := Forward(sock, &Request{}, 30*time.Second)
+	if err != nil || string(resp.Stdout) != "ok" {
+		t.Fatalf("a daemon appearing after 300 ms: %+v, %v", resp, err)
+	}
+	missing := filepath.Join(t.TempDir(), SocketName)
+	start := time.Now()
+	_, err = Forward(missing, &Request{}, 500*time.Millisecond)
+	if ce := spec.AsError(err, 0); ce == nil || ce.Code != spec.ErrTryAgainLater {
+		t.Errorf("no daemon within the wait: %v, want code 11", err)
+	}
+	if took := time.Since(start); took < 500*time.Millisecond {
+		t.Errorf("gave up after %v, before the 500 ms wait", took)
+	}
+}
+
+func TestWaitFromConfig(t *testing.T) {
+	for in, want := range map[string]time.Duration{
+		`{}`:                        DefaultWait,
+		`{"daemonWaitSeconds":0}`:   0,
+		`{"daemonWaitSeconds":2.5}`: 2500 * time.Millisecond,
+		`{"daemonWaitSeconds":-1}`:  0,
+	} {
+		var c conf
+		if err := json.Unmarshal([]byte(in), &c); err != nil {
+			t.Fatal(err)
+		}
+		if got := c.wait(); got != want {
+			t.Errorf("%s: wait %v, want %v", in, got, want)
+		}
 	}
 }
 
@@ -74,7 +128,7 @@ func TestForwardNoAnswer(t *testing.T) {
 			c.Close()
 		}
 	}()
-	_, err = Forward(sock, &Request{})
+	_, err = Forward(sock, &Request{}, time.Second)
 	if ce := spec.AsError(err, 0); ce == nil || ce.Code != spec.ErrTryAgainLater || !strings.Contains(ce.Details, "without answering") {
 		t.Errorf("no answer: %v, want code 11", err)
 	}
@@ -99,7 +153,7 @@ func TestForwardRoundTrip(t *testing.T) {
 		resp, _ := json.Marshal(&Response{ExitCode: 1, Stdout: req.Config, Stderr: []byte(strings.Join(req.Env, ","))})
 		c.Write(resp)
 	}()
-	resp, err := Forward(sock, &Request{Env: []string{"CNI_COMMAND=ADD"}, Config: []byte(`{"a":1}`), Start: 5})
+	resp, err := Forward(sock, &Request{Env: []string{"CNI_COMMAND=ADD"}, Config: []byte(`{"a":1}`), Start: 5}, 0)
 	if err != nil || resp.ExitCode != 1 || string(resp.Stdout) != `{"a":1}` || string(resp.Stderr) != "CNI_COMMAND=ADD" {
 		t.Errorf("round trip: %+v, %v", resp, err)
 	}
@@ -137,7 +191,7 @@ func BenchmarkForward(b *testing.B) {
 	req := &Request{Env: env, Config: []byte(strings.Repeat(`{"cniVersion":"1.0.0","name":"multinet","type":"multinet-shim"}`, 8))}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if _, err := Forward(sock, req); err != nil {
+		if _, err := Forward(sock, req, 0); err != nil {
 			b.Fatal(err)
 		}
 	}
