@@ -34,8 +34,16 @@ func main() {
 	}
 	name := filepath.Base(os.Args[0])
 	real := filepath.Join(filepath.Dir(os.Args[0]), ".real", name)
+	// Never run ourselves: a .real/<type> that resolves to this wrapper
+	// (an installer copied the wrapper there, or a type link points back
+	// at it) would fork without end.
+	if os.Getenv("CNITIME_INSIDE") != "" || sameFile(real, "/proc/self/exe") {
+		fmt.Fprintf(os.Stderr, "cnitime: %s is this wrapper, not the plugin: refusing to run it\n", real)
+		os.Exit(1)
+	}
 	start := time.Now()
 	cmd := exec.Command(real, os.Args[1:]...)
+	cmd.Env = append(os.Environ(), "CNITIME_INSIDE=1")
 	cmd.Args[0] = os.Args[0] // multi-call binaries dispatch on the name
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = bytes.NewReader(in), os.Stdout, os.Stderr
 	err = cmd.Run()
@@ -67,6 +75,12 @@ func main() {
 		f.Close()
 	}
 	os.Exit(code)
+}
+
+func sameFile(a, b string) bool {
+	sa, err1 := os.Stat(a)
+	sb, err2 := os.Stat(b)
+	return err1 == nil && err2 == nil && os.SameFile(sa, sb)
 }
 
 func orDash(s string) string {
