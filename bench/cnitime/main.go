@@ -37,13 +37,12 @@ func main() {
 	// Never run ourselves: a .real/<type> that resolves to this wrapper
 	// (an installer copied the wrapper there, or a type link points back
 	// at it) would fork without end.
-	if os.Getenv("CNITIME_INSIDE") != "" || sameFile(real, "/proc/self/exe") {
+	if sameFile(real, "/proc/self/exe") {
 		fmt.Fprintf(os.Stderr, "cnitime: %s is this wrapper, not the plugin: refusing to run it\n", real)
 		os.Exit(1)
 	}
 	start := time.Now()
 	cmd := exec.Command(real, os.Args[1:]...)
-	cmd.Env = append(os.Environ(), "CNITIME_INSIDE=1")
 	cmd.Args[0] = os.Args[0] // multi-call binaries dispatch on the name
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = bytes.NewReader(in), os.Stdout, os.Stderr
 	err = cmd.Run()
