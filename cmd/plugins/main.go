@@ -13,6 +13,7 @@ import (
 
 	"github.com/patchbay-cni/patchbay/plugins/bridge"
 	"github.com/patchbay-cni/patchbay/plugins/dhcp"
+	"github.com/patchbay-cni/patchbay/plugins/hostdevice"
 	"github.com/patchbay-cni/patchbay/plugins/hostlocal"
 	"github.com/patchbay-cni/patchbay/plugins/loopback"
 	"github.com/patchbay-cni/patchbay/plugins/portmap"
@@ -26,6 +27,7 @@ import (
 var plugins = []skel.Plugin{
 	bridge.Plugin(),
 	dhcp.Plugin(),
+	hostdevice.Plugin(),
 	hostlocal.Plugin(),
 	loopback.Plugin(),
 	portmap.Plugin(),

@@ -83,7 +83,7 @@ func (n *NS) EnsureBridge(o BridgeOpts) (br *netlink.Bridge, created bool, err e
 // DelBridgeIfUnused deletes bridge br unless it has ports (a failed ADD
 // removes the bridge it created, never one another attachment uses).
 func (n *NS) DelBridgeIfUnused(br *netlink.Bridge) error {
-	links, err := retry(func() ([]netlink.Link, error) { return n.H.LinkList() })
+	links, err := n.LinkList()
 	if err != nil {
 		return fmt.Errorf("list links: %w", err)
 	}
