@@ -19,6 +19,7 @@ import (
 	"github.com/patchbay-cni/patchbay/plugins/portmap"
 	"github.com/patchbay-cni/patchbay/plugins/ptp"
 	"github.com/patchbay-cni/patchbay/plugins/static"
+	"github.com/patchbay-cni/patchbay/plugins/tap"
 	"github.com/patchbay-cni/patchbay/plugins/tuning"
 	"github.com/patchbay-cni/patchbay/skel"
 )
@@ -33,6 +34,7 @@ var plugins = []skel.Plugin{
 	portmap.Plugin(),
 	ptp.Plugin(),
 	static.Plugin(),
+	tap.Plugin(),
 	tuning.Plugin(),
 }
 
