@@ -21,6 +21,7 @@ import (
 	"github.com/patchbay-cni/patchbay/plugins/static"
 	"github.com/patchbay-cni/patchbay/plugins/tap"
 	"github.com/patchbay-cni/patchbay/plugins/tuning"
+	"github.com/patchbay-cni/patchbay/plugins/vrf"
 	"github.com/patchbay-cni/patchbay/skel"
 )
 
@@ -36,6 +37,7 @@ var plugins = []skel.Plugin{
 	static.Plugin(),
 	tap.Plugin(),
 	tuning.Plugin(),
+	vrf.Plugin(),
 }
 
 func main() {

@@ -83,8 +83,9 @@ func (n *NS) CheckAddrs(l netlink.Link, ips []*spec.IPConfig, idx int) error {
 	return nil
 }
 
-// CheckRoutes verifies that each route exists in the main table with the
-// same destination and, when the route names one, the same gateway.
+// CheckRoutes verifies that each route exists in its table (the main
+// table unless the route names one, as 1.1.0 results can) with the same
+// destination and, when the route names one, the same gateway.
 func (n *NS) CheckRoutes(routes []*spec.Route) error {
 	for _, r := range routes {
 		fam := Family(r.Dst.Addr())
@@ -93,6 +94,10 @@ func (n *NS) CheckRoutes(routes []*spec.Route) error {
 		if r.Dst.Bits() == 0 {
 			// The kernel reports default routes with no Dst.
 			filter, mask = &netlink.Route{}, 0
+		}
+		if r.Table != nil {
+			filter.Table = *r.Table
+			mask |= netlink.RT_FILTER_TABLE
 		}
 		found, err := n.RouteListFiltered(fam, filter, mask)
 		if err != nil {
@@ -108,6 +113,9 @@ func (n *NS) CheckRoutes(routes []*spec.Route) error {
 				ok = true
 				break
 			}
+		}
+		if !ok && r.Table != nil {
+			return fmt.Errorf("route to %s via %v not found in table %d", r.Dst, r.GW, *r.Table)
 		}
 		if !ok {
 			return fmt.Errorf("route to %s via %v not found", r.Dst, r.GW)
