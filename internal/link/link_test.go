@@ -151,3 +151,25 @@ func TestGatewayFor(t *testing.T) {
 		}
 	}
 }
+
+func TestVlanRuns(t *testing.T) {
+	for _, c := range []struct {
+		in   []int
+		want [][2]int
+	}{
+		{nil, nil},
+		{[]int{5}, [][2]int{{5, 5}}},
+		{[]int{1, 2, 3, 7, 9, 10}, [][2]int{{1, 3}, {7, 7}, {9, 10}}},
+	} {
+		got := vlanRuns(c.in)
+		if len(got) != len(c.want) {
+			t.Errorf("vlanRuns(%v) = %v, want %v", c.in, got, c.want)
+			continue
+		}
+		for i := range got {
+			if got[i] != c.want[i] {
+				t.Errorf("vlanRuns(%v) = %v, want %v", c.in, got, c.want)
+			}
+		}
+	}
+}
