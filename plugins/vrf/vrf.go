@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"sort"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -157,7 +158,9 @@ func ensureVRF(cont *link.NS, c *Config) (*netlink.Vrf, bool, error) {
 			return nil, false, err
 		}
 	}
-	v := &netlink.Vrf{LinkAttrs: netlink.LinkAttrs{Name: c.VRFName}, Table: table}
+	attrs := netlink.NewLinkAttrs() // the kernel's default queue length, as `ip link add` leaves it
+	attrs.Name = c.VRFName
+	v := &netlink.Vrf{LinkAttrs: attrs, Table: table}
 	if err := cont.H.LinkAdd(v); err != nil {
 		if errors.Is(err, unix.EEXIST) { // made meanwhile (a concurrent ADD): use it
 			return ensureVRF(cont, c)
@@ -230,8 +233,8 @@ func alsoRelease(err, rerr error) error {
 	return fmt.Errorf("%w (and taking it out of the vrf again failed: %v)", err, rerr)
 }
 
-// save lists l's global IPv6 addresses and the routes through it that
-// the kernel did not make itself (those it makes again).
+// save lists l's global IPv6 addresses and the routes through it (main
+// table) that the kernel did not make itself (those it makes again).
 func save(cont *link.NS, l netlink.Link) (*kept, error) {
 	addrs, err := cont.AddrList(l, netlink.FAMILY_V6)
 	if err != nil {
@@ -250,10 +253,14 @@ func save(cont *link.NS, l netlink.Link) (*kept, error) {
 		return nil, fmt.Errorf("list routes of %q: %w", l.Attrs().Name, err)
 	}
 	for _, r := range routes {
-		if r.Protocol != unix.RTPROT_KERNEL && r.Scope == netlink.SCOPE_UNIVERSE {
+		if r.Protocol != unix.RTPROT_KERNEL {
 			k.routes = append(k.routes, r)
 		}
 	}
+	// On-link routes first: routes via a gateway need them (ptp's
+	// gateway /32, scope link). The reference moves only scope-universe
+	// routes, so a ptp interface's routes cannot follow it into a VRF.
+	sort.SliceStable(k.routes, func(i, j int) bool { return k.routes[i].Scope > k.routes[j].Scope })
 	return k, nil
 }
 

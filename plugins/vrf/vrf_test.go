@@ -59,6 +59,10 @@ func (l *lab) iface(name string, n int) string {
 	ipIn(l.t, l.cont, "addr", "add", fmt.Sprintf("fd00:62:%d::2/64", n), "dev", name, "nodad")
 	ipIn(l.t, l.cont, "link", "set", name, "up")
 	ipIn(l.t, l.cont, "route", "add", fmt.Sprintf("192.168.%d.0/24", n), "via", fmt.Sprintf("10.62.%d.1", n))
+	// An on-link route and one via a gateway only it makes reachable (as
+	// ptp's are).
+	ipIn(l.t, l.cont, "route", "add", fmt.Sprintf("10.99.%d.1/32", n), "dev", name, "scope", "link")
+	ipIn(l.t, l.cont, "route", "add", fmt.Sprintf("10.98.%d.0/24", n), "via", fmt.Sprintf("10.99.%d.1", n))
 	ipIn(l.t, l.cont, "route", "add", fmt.Sprintf("fd00:99:%d::/64", n), "via", fmt.Sprintf("fd00:62:%d::1", n))
 	return fmt.Sprintf(`{"cniVersion":"1.1.0","interfaces":[{"name":%q,"sandbox":%q}],
 	 "ips":[{"address":"10.62.%[3]d.2/24","gateway":"10.62.%[3]d.1","interface":0},{"address":"fd00:62:%[3]d::2/64","gateway":"fd00:62:%[3]d::1","interface":0}],
@@ -162,7 +166,8 @@ func TestTwoInterfacesOneVRF(t *testing.T) {
 			t.Errorf("eth0 routes left in the main table:\n%s", main)
 		}
 		vrf4, vrf6 := ipIn(t, l.cont, "route", "show", "vrf", "blue"), ipIn(t, l.cont, "-6", "route", "show", "vrf", "blue")
-		if !strings.Contains(vrf4, "192.168.0.0/24 via 10.62.0.1 dev eth0") || !strings.Contains(vrf6, "fd00:99::/64 via fd00:62::1 dev eth0") {
+		if !strings.Contains(vrf4, "192.168.0.0/24 via 10.62.0.1 dev eth0") || !strings.Contains(vrf6, "fd00:99::/64 via fd00:62::1 dev eth0") ||
+			!strings.Contains(vrf4, "10.99.0.1 dev eth0 scope link") || !strings.Contains(vrf4, "10.98.0.0/24 via 10.99.0.1 dev eth0") {
 			t.Errorf("routes in vrf blue:\n%s%s", vrf4, vrf6)
 		}
 		for _, dst := range []string{"10.62.0.1", "fd00:62::1"} {
