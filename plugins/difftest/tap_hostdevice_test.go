@@ -2,6 +2,7 @@ package difftest
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 )
 
@@ -78,5 +79,49 @@ func TestTapAndHostDevice(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { t.Parallel(); runCase(t, c) })
+	}
+}
+
+// Bad input for tap and host-device: both implementations refuse it; ours
+// with code 7 naming the key or value and without changing anything.
+func TestTapAndHostDeviceBadInput(t *testing.T) {
+	tap := func(extra string) string {
+		return `{"cniVersion":"1.0.0","name":"bad","plugins":[{"type":"tap"` + extra + `}]}`
+	}
+	hd := func(extra string) string {
+		return `{"cniVersion":"1.0.0","name":"bad","plugins":[{"type":"host-device","dataDir":"{{DIR}}/hd"` + extra + `}]}`
+	}
+	for _, c := range []struct{ name, conf, field string }{
+		{"tap-mtu", tap(`,"mtu":-1`), "mtu"},
+		{"tap-mac", tap(`,"mac":"zz:zz"`), "zz:zz"},
+		{"tap-bridge-missing", tap(`,"bridge":"nosuchbr"`), "nosuchbr"},
+		{"tap-selinux-off", tap(`,"selinuxContext":"system_u:system_r:container_t:s0"`), "selinuxContext"},
+		{"hd-no-device", hd(``), "device"},
+		{"hd-device-missing", hd(`,"device":"nosuch0"`), "nosuch0"},
+		{"hd-pci-missing", hd(`,"pciBusID":"0000:ff:1f.7"`), "0000:ff:1f.7"},
+		{"hd-kernelpath-escape", hd(`,"kernelpath":"/sys/devices/../../etc"`), "kernelpath"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			ss := sides(t)
+			a := att{id: "bad1", ifname: "eth0", cont: "c1"}
+			ss[0].container(t, "c1")
+			before := ss[0].world(t)
+			var errs [2]error
+			for i, s := range ss {
+				_, errs[i] = s.add(t, s.list(t, c.conf), a)
+			}
+			t.Logf("ours %s: %v | ref %s: %v", errCode(errs[0]), errs[0], errCode(errs[1]), errs[1])
+			if errs[0] == nil || errs[1] == nil {
+				t.Fatalf("want both to refuse: ours %v, ref %v", errs[0], errs[1])
+			}
+			if e := errs[0].Error(); !strings.Contains(e, c.field) || errCode(errs[0]) != "code 7" {
+				t.Errorf("ours: %s %v, want code 7 naming %q", errCode(errs[0]), errs[0], c.field)
+			}
+			diffWorlds(t, "our refused ADD (ours: after, ref: before)", ss[0].world(t), before, nil)
+			if err := ss[0].verb(t, "DEL", ss[0].list(t, c.conf), a); err != nil {
+				t.Errorf("our DEL after the refused ADD: %v", err)
+			}
+		})
 	}
 }
