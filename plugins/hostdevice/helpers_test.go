@@ -1,16 +1,12 @@
 package hostdevice
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"os/exec"
 	"strings"
 	"testing"
 
-	"github.com/patchbay-cni/patchbay/internal/netns"
 	"github.com/patchbay-cni/patchbay/internal/testutil"
-	"github.com/patchbay-cni/patchbay/skel"
 	"github.com/patchbay-cni/patchbay/spec"
 )
 
@@ -110,19 +106,8 @@ func (l *lab) conf(version string, extra map[string]any, subnets ...string) stri
 // run executes one verb of the plugin inside the host netns.
 func (l *lab) run(cmd, conf, id, nsPath, ifname string) (string, int) {
 	l.t.Helper()
-	env := skel.Env{"CNI_COMMAND": cmd, "CNI_CONTAINERID": id, "CNI_NETNS": nsPath, "CNI_IFNAME": ifname, "CNI_PATH": l.cniPath}
-	var out, errb bytes.Buffer
-	code := -1
-	if err := netns.Do(l.hostPath, func() error {
-		code = skel.Run(context.Background(), Plugin(), env, strings.NewReader(conf), &out, &errb)
-		return nil
-	}); err != nil {
-		l.t.Fatalf("enter host netns: %v", err)
-	}
-	if errb.Len() > 0 {
-		l.t.Logf("%s stderr: %s", cmd, errb.String())
-	}
-	return out.String(), code
+	env := map[string]string{"CNI_COMMAND": cmd, "CNI_CONTAINERID": id, "CNI_NETNS": nsPath, "CNI_IFNAME": ifname, "CNI_PATH": l.cniPath}
+	return testutil.RunPlugin(l.t, Plugin(), l.hostPath, env, conf)
 }
 
 func (l *lab) mustAdd(conf, id, nsPath, ifname string) (*spec.Result, string) {
@@ -172,16 +157,7 @@ func (l *lab) runBin(bin, cmd, conf, id, nsPath, ifname string) (string, error) 
 	return string(out), err
 }
 
-func withPrev(t *testing.T, conf, prev string) string {
-	t.Helper()
-	var c map[string]json.RawMessage
-	if err := json.Unmarshal([]byte(conf), &c); err != nil {
-		t.Fatal(err)
-	}
-	c["prevResult"] = json.RawMessage(prev)
-	b, _ := json.Marshal(c)
-	return string(b)
-}
+func withPrev(t *testing.T, conf, prev string) string { return testutil.WithPrevResult(t, conf, prev) }
 
 func in(t *testing.T, ns string, args ...string) string {
 	t.Helper()
@@ -192,11 +168,4 @@ func in(t *testing.T, ns string, args ...string) string {
 	return out
 }
 
-func cniError(t *testing.T, out string) *spec.Error {
-	t.Helper()
-	e, ok := spec.ParseError([]byte(out))
-	if !ok {
-		t.Fatalf("not a CNI error: %s", out)
-	}
-	return e
-}
+func cniError(t *testing.T, out string) *spec.Error { return testutil.CNIError(t, out) }

@@ -1,8 +1,6 @@
 package tap
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"os/exec"
 	"strings"
@@ -11,9 +9,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/patchbay-cni/patchbay/internal/link"
-	"github.com/patchbay-cni/patchbay/internal/netns"
 	"github.com/patchbay-cni/patchbay/internal/testutil"
-	"github.com/patchbay-cni/patchbay/skel"
 	"github.com/patchbay-cni/patchbay/spec"
 )
 
@@ -65,20 +61,9 @@ func (l *lab) conf(version string, extra map[string]any, subnets ...string) stri
 // run executes one verb of the plugin inside the host netns.
 func (l *lab) run(cmd, conf, id, ifname string) (string, int) {
 	l.t.Helper()
-	env := skel.Env{"CNI_COMMAND": cmd, "CNI_CONTAINERID": id, "CNI_NETNS": l.contPath, "CNI_IFNAME": ifname,
+	env := map[string]string{"CNI_COMMAND": cmd, "CNI_CONTAINERID": id, "CNI_NETNS": l.contPath, "CNI_IFNAME": ifname,
 		"CNI_PATH": testutil.RefBin(l.t), "CNI_ARGS": l.args}
-	var out, errb bytes.Buffer
-	code := -1
-	if err := netns.Do(l.hostPath, func() error {
-		code = skel.Run(context.Background(), Plugin(), env, strings.NewReader(conf), &out, &errb)
-		return nil
-	}); err != nil {
-		l.t.Fatalf("enter host netns: %v", err)
-	}
-	if errb.Len() > 0 {
-		l.t.Logf("%s stderr: %s", cmd, errb.String())
-	}
-	return out.String(), code
+	return testutil.RunPlugin(l.t, Plugin(), l.hostPath, env, conf)
 }
 
 func (l *lab) mustAdd(conf, id, ifname string) (*spec.Result, string) {
@@ -193,22 +178,6 @@ func (l *lab) allocations() []string {
 	return strings.Fields(string(out))
 }
 
-func withPrev(t *testing.T, conf, prev string) string {
-	t.Helper()
-	var c map[string]json.RawMessage
-	if err := json.Unmarshal([]byte(conf), &c); err != nil {
-		t.Fatal(err)
-	}
-	c["prevResult"] = json.RawMessage(prev)
-	b, _ := json.Marshal(c)
-	return string(b)
-}
+func withPrev(t *testing.T, conf, prev string) string { return testutil.WithPrevResult(t, conf, prev) }
 
-func cniError(t *testing.T, out string) *spec.Error {
-	t.Helper()
-	e, ok := spec.ParseError([]byte(out))
-	if !ok {
-		t.Fatalf("not a CNI error: %s", out)
-	}
-	return e
-}
+func cniError(t *testing.T, out string) *spec.Error { return testutil.CNIError(t, out) }

@@ -1,18 +1,14 @@
 package vrf
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"os/exec"
 	"strings"
 	"testing"
 
-	"github.com/patchbay-cni/patchbay/internal/netns"
 	"github.com/patchbay-cni/patchbay/internal/testutil"
 	"github.com/patchbay-cni/patchbay/internal/vmtest"
-	"github.com/patchbay-cni/patchbay/skel"
 	"github.com/patchbay-cni/patchbay/spec"
 )
 
@@ -83,19 +79,8 @@ func conf(version, vrfname string, table int, prev string) string {
 
 func (l *lab) run(cmd, conf, id, ifname string) (string, int) {
 	l.t.Helper()
-	env := skel.Env{"CNI_COMMAND": cmd, "CNI_CONTAINERID": id, "CNI_NETNS": l.contPath, "CNI_IFNAME": ifname, "CNI_PATH": "/nonexistent"}
-	var out, errb bytes.Buffer
-	code := -1
-	if err := netns.Do(l.hostPath, func() error {
-		code = skel.Run(context.Background(), Plugin(), env, strings.NewReader(conf), &out, &errb)
-		return nil
-	}); err != nil {
-		l.t.Fatalf("enter host netns: %v", err)
-	}
-	if errb.Len() > 0 {
-		l.t.Logf("%s stderr: %s", cmd, errb.String())
-	}
-	return out.String(), code
+	env := map[string]string{"CNI_COMMAND": cmd, "CNI_CONTAINERID": id, "CNI_NETNS": l.contPath, "CNI_IFNAME": ifname, "CNI_PATH": "/nonexistent"}
+	return testutil.RunPlugin(l.t, Plugin(), l.hostPath, env, conf)
 }
 
 func (l *lab) mustRun(cmd, conf, id, ifname string) string {
@@ -211,10 +196,9 @@ func TestTwoInterfacesOneVRF(t *testing.T) {
 			t.Errorf("vrf blue left after its last interface's DEL")
 		}
 		l.mustRun("DEL", c1, "c1", "eth1")
-		env := skel.Env{"CNI_COMMAND": "DEL", "CNI_CONTAINERID": "c1", "CNI_IFNAME": "eth1", "CNI_PATH": "/x"}
-		var o bytes.Buffer
-		if code := skel.Run(context.Background(), Plugin(), env, strings.NewReader(c1), &o, &o); code != 0 {
-			t.Errorf("DEL without a netns: %s", o.String())
+		env := map[string]string{"CNI_COMMAND": "DEL", "CNI_CONTAINERID": "c1", "CNI_IFNAME": "eth1", "CNI_PATH": "/x"}
+		if o, code := testutil.RunPlugin(t, Plugin(), l.hostPath, env, c1); code != 0 {
+			t.Errorf("DEL without a netns: %s", o)
 		}
 	})
 }

@@ -1,0 +1,60 @@
+package testutil
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/patchbay-cni/patchbay/internal/netns"
+	"github.com/patchbay-cni/patchbay/skel"
+	"github.com/patchbay-cni/patchbay/spec"
+)
+
+// RunPlugin runs one invocation of plugin p in-process, as its binary
+// would run (skel.Run), with the calling thread inside the network
+// namespace at hostPath (the test's "host"). env holds the CNI_*
+// variables. It returns stdout and the exit code; stderr goes to the log.
+func RunPlugin(t testing.TB, p skel.Plugin, hostPath string, env map[string]string, conf string) (string, int) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := -1
+	if err := netns.Do(hostPath, func() error {
+		code = skel.Run(context.Background(), p, skel.Env(env), strings.NewReader(conf), &out, &errb)
+		return nil
+	}); err != nil {
+		t.Fatalf("enter host netns %s: %v", hostPath, err)
+	}
+	if errb.Len() > 0 {
+		t.Logf("%s stderr: %s", env["CNI_COMMAND"], errb.String())
+	}
+	return out.String(), code
+}
+
+// WithPrevResult returns the configuration conf with "prevResult" set to
+// the result prev (as a runtime builds CHECK's and DEL's input).
+func WithPrevResult(t testing.TB, conf, prev string) string {
+	t.Helper()
+	var c map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(conf), &c); err != nil {
+		t.Fatalf("configuration is not a JSON object: %v", err)
+	}
+	c["prevResult"] = json.RawMessage(prev)
+	b, err := json.Marshal(c)
+	if err != nil {
+		t.Fatalf("prevResult: %v", err)
+	}
+	return string(b)
+}
+
+// CNIError decodes a plugin's error output, failing the test when it is
+// not one.
+func CNIError(t testing.TB, out string) *spec.Error {
+	t.Helper()
+	e, ok := spec.ParseError([]byte(out))
+	if !ok {
+		t.Fatalf("not a CNI error: %s", out)
+	}
+	return e
+}
