@@ -47,6 +47,7 @@ type Config struct {
 
 	auxDevice string // from deviceID: a device on the auxiliary bus
 	dpdk      bool   // the PCI device is bound to a userspace driver
+	pciID     string // the PCI address of the device, when it is named by one (result's pciID)
 }
 
 func invalid(format string, a ...any) error {
@@ -138,7 +139,16 @@ func (c *Config) resolveDeviceID() error {
 			return invalid("runtimeConfig \"deviceID\" value %q: no such PCI or auxiliary device on this host", id)
 		}
 	}
+	if c.Device == "" && c.HWAddr == "" && c.KernelPath != "" {
+		// A kernelpath naming a PCI function: its address for the result.
+		if real, err := filepath.EvalSymlinks(c.KernelPath); err == nil {
+			if bus, ok := busOf(real); ok && bus == "pci" {
+				c.pciID = filepath.Base(real)
+			}
+		}
+	}
 	if c.PCIAddr != "" {
+		c.pciID = c.PCIAddr
 		dir := filepath.Join(sysBusPCI, c.PCIAddr)
 		if !exists(dir) {
 			return invalid("\"pciBusID\" value %q: no such PCI device on this host", c.PCIAddr)

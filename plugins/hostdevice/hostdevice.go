@@ -49,7 +49,7 @@ func add(a *skel.CmdArgs) (res *spec.Result, err error) {
 	// From here on a failure puts back what this ADD changed.
 	var undo link.Undo
 	defer undo.Unwind(&err)
-	iface := &spec.Interface{Name: a.IfName, Sandbox: a.Netns, PciID: c.PCIAddr}
+	iface := &spec.Interface{Name: a.IfName, Sandbox: a.Netns, PciID: c.pciID}
 	res = &spec.Result{Interfaces: []*spec.Interface{iface}}
 	var l netlink.Link
 	if !c.dpdk { // a DPDK device has no kernel interface: only its addresses are reported

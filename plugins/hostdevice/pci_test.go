@@ -98,8 +98,8 @@ func TestPCIDevices(t *testing.T) {
 		t.Run("netns-destroyed", func(t *testing.T) {
 			// The plugin runs in the initial namespace here: that is where
 			// the kernel returns a physical device.
-			sh(t, "ip -n "+l.host+" link set eth0 netns 1")
-			defer sh(t, "ip link set eth0 netns "+l.host)
+			sh(t, "ip -n "+l.host+" link set eth0 netns 1 && ip link set eth0 up")
+			defer sh(t, "ip link set eth0 netns "+l.host+" && ip -n "+l.host+" link set eth0 up")
 			root := &lab{t: t, host: "", hostPath: "/proc/1/ns/net", dataDir: l.dataDir, ipamDir: l.ipamDir, cniPath: l.cniPath}
 			gone, gonePath := testutil.NewNS(t, "hdg")
 			conf := root.conf("1.1.0", map[string]any{"device": "eth0"}, "10.65.0.0/24")
