@@ -25,6 +25,17 @@ func TestTapAndHostDevice(t *testing.T) {
 		conf: `{"cniVersion":"1.1.0","name":"tapnet","plugins":[{"type":"tap",` + hl(`[[{"subnet":"10.70.0.0/24"}],[{"subnet":"fd00:70::/64"}]]`) + `}]}`,
 		atts: one("tap1", nil),
 	}, {
+		name: "tap-ipv6-only",
+		conf: `{"cniVersion":"1.0.0","name":"tap6","plugins":[{"type":"tap",` + hl(`[[{"subnet":"fd00:75::/64"}]]`) + `}]}`,
+		atts: one("tap6", nil),
+	}, {
+		name:        "host-device-ipv6-only",
+		conf:        `{"cniVersion":"1.1.0","name":"hd6","plugins":[{"type":"host-device","device":"dev0","dataDir":"{{DIR}}/hd",` + hl(`[[{"subnet":"fd00:76::/64"}]]`) + `}]}`,
+		setup:       hostDev,
+		deliberate:  operstate,
+		atts:        one("hd6", nil),
+		noSecondDel: true,
+	}, {
 		name: "tap-multiqueue-mac-mtu",
 		conf: `{"cniVersion":"1.0.0","name":"tapmq","plugins":[{"type":"tap","multiQueue":true,"mac":"00:11:22:33:44:66","mtu":1400}]}`,
 		atts: one("tap2", nil),

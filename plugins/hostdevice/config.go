@@ -77,7 +77,10 @@ func load(a *skel.CmdArgs) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	if c.Device == "" && c.HWAddr == "" && c.KernelPath == "" && c.PCIAddr == "" && c.RuntimeConfig.DeviceID == "" {
+	// STATUS gets no runtimeConfig: a network whose device comes only from
+	// the deviceID capability (an SR-IOV VF handed out per pod) names none.
+	unnamed := a.Command == spec.CmdStatus && c.Capabilities["deviceID"]
+	if c.Device == "" && c.HWAddr == "" && c.KernelPath == "" && c.PCIAddr == "" && c.RuntimeConfig.DeviceID == "" && !unnamed {
 		return nil, invalid("specify the device with \"device\", \"hwaddr\", \"kernelpath\", \"pciBusID\" or the deviceID capability (runtimeConfig \"deviceID\")")
 	}
 	if c.Device != "" {

@@ -130,6 +130,18 @@ func TestVersions(t *testing.T) {
 	}
 }
 
+// STATUS of a network whose device comes only from the deviceID
+// capability (no device key; STATUS gets no runtimeConfig) succeeds;
+// without the capability the config names no device (code 7).
+func TestStatusDeviceIDCapability(t *testing.T) {
+	l := newLab(t)
+	l.mustRun("STATUS", l.conf("1.1.0", map[string]any{"device": nil, "capabilities": map[string]bool{"deviceID": true}}), "", "", "")
+	out, code := l.run("STATUS", l.conf("1.1.0", map[string]any{"device": nil}), "", "", "")
+	if e := cniError(t, out); code == 0 || e.Code != spec.ErrInvalidNetworkConfig {
+		t.Errorf("STATUS naming no device: %d %s", code, out)
+	}
+}
+
 // hwaddr picks the device by MAC.
 func TestByHWAddr(t *testing.T) {
 	l := newLab(t)
