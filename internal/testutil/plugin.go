@@ -4,8 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
+	"os/exec"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/patchbay-cni/patchbay/internal/netns"
 	"github.com/patchbay-cni/patchbay/skel"
@@ -57,4 +61,32 @@ func CNIError(t testing.TB, out string) *spec.Error {
 		t.Fatalf("not a CNI error: %s", out)
 	}
 	return e
+}
+
+// ExecPlugin runs a plugin executable (ours in bin/ or the reference's) as
+// a runtime would, from inside the network namespace at hostPath (the child
+// inherits the locked thread's namespace), with env's CNI_* variables.
+func ExecPlugin(t testing.TB, hostPath, bin string, env map[string]string, conf string) (string, error) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	err := netns.Do(hostPath, func() error {
+		c := exec.Command(bin)
+		c.Env = []string{"PATH=" + os.Getenv("PATH")}
+		for k, v := range env {
+			c.Env = append(c.Env, k+"="+v)
+		}
+		c.Stdin, c.Stdout, c.Stderr = strings.NewReader(conf), &out, &errb
+		return c.Run()
+	})
+	if err != nil {
+		return out.String() + errb.String(), err
+	}
+	return out.String(), nil
+}
+
+// Median is the middle of a set of durations, in milliseconds.
+func Median(d []time.Duration) float64 {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return float64(s[len(s)/2]) / float64(time.Millisecond)
 }
