@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"slices"
@@ -82,6 +83,31 @@ func ExecPlugin(t testing.TB, hostPath, bin string, env map[string]string, conf 
 		return out.String() + errb.String(), err
 	}
 	return out.String(), nil
+}
+
+// BenchAddDel runs ADD then DEL of the plugin executable bin in the
+// namespace at hostPath once per benchmark iteration (CNI_CONTAINERID
+// differs each time; env holds the other CNI_* variables) and reports the
+// medians as add-ms and del-ms.
+func BenchAddDel(b *testing.B, hostPath, bin string, env map[string]string, conf string) {
+	b.Helper()
+	var adds, dels []time.Duration
+	for i := 0; b.Loop(); i++ {
+		env["CNI_CONTAINERID"] = fmt.Sprint("bench", i)
+		t0 := time.Now()
+		env["CNI_COMMAND"] = "ADD"
+		if out, err := ExecPlugin(b, hostPath, bin, env, conf); err != nil {
+			b.Fatalf("ADD: %v: %s", err, out)
+		}
+		t1 := time.Now()
+		env["CNI_COMMAND"] = "DEL"
+		if out, err := ExecPlugin(b, hostPath, bin, env, conf); err != nil {
+			b.Fatalf("DEL: %v: %s", err, out)
+		}
+		adds, dels = append(adds, t1.Sub(t0)), append(dels, time.Since(t1))
+	}
+	b.ReportMetric(Median(adds), "add-ms")
+	b.ReportMetric(Median(dels), "del-ms")
 }
 
 // Median is the middle of a set of durations, in milliseconds.

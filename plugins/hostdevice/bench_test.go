@@ -1,10 +1,8 @@
 package hostdevice
 
 import (
-	"fmt"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/patchbay-cni/patchbay/internal/testutil"
 )
@@ -23,24 +21,8 @@ func BenchmarkAddDel(b *testing.B) {
 				b.Fatalf("%v: %s", err, out)
 			}
 			conf := `{"cniVersion":"1.1.0","name":"hdbench","type":"host-device","device":"dev0","dataDir":"` + b.TempDir() + `"}`
-			var adds, dels []time.Duration
-			for i := 0; b.Loop(); i++ {
-				env := map[string]string{"CNI_CONTAINERID": fmt.Sprint("b", i), "CNI_NETNS": contPath, "CNI_IFNAME": "net1", "CNI_PATH": c.dir}
-				bin := filepath.Join(c.dir, "host-device")
-				t0 := time.Now()
-				env["CNI_COMMAND"] = "ADD"
-				if out, err := testutil.ExecPlugin(b, hostPath, bin, env, conf); err != nil {
-					b.Fatalf("ADD: %v: %s", err, out)
-				}
-				t1 := time.Now()
-				env["CNI_COMMAND"] = "DEL"
-				if out, err := testutil.ExecPlugin(b, hostPath, bin, env, conf); err != nil {
-					b.Fatalf("DEL: %v: %s", err, out)
-				}
-				adds, dels = append(adds, t1.Sub(t0)), append(dels, time.Since(t1))
-			}
-			b.ReportMetric(testutil.Median(adds), "add-ms")
-			b.ReportMetric(testutil.Median(dels), "del-ms")
+			env := map[string]string{"CNI_NETNS": contPath, "CNI_IFNAME": "net1", "CNI_PATH": c.dir}
+			testutil.BenchAddDel(b, hostPath, filepath.Join(c.dir, "host-device"), env, conf)
 		})
 	}
 }

@@ -1,10 +1,8 @@
 package tap
 
 import (
-	"fmt"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/patchbay-cni/patchbay/internal/testutil"
 )
@@ -20,24 +18,8 @@ func BenchmarkAddDel(b *testing.B) {
 			_, hostPath := testutil.NewNS(b, "tpb")
 			_, contPath := testutil.NewNS(b, "tpbc")
 			conf := `{"cniVersion":"1.1.0","name":"tapbench","type":"tap","mtu":1400,"multiQueue":true}`
-			var adds, dels []time.Duration
-			for i := 0; b.Loop(); i++ {
-				env := map[string]string{"CNI_CONTAINERID": fmt.Sprint("b", i), "CNI_NETNS": contPath, "CNI_IFNAME": "tap0", "CNI_PATH": c.dir}
-				bin := filepath.Join(c.dir, "tap")
-				t0 := time.Now()
-				env["CNI_COMMAND"] = "ADD"
-				if out, err := testutil.ExecPlugin(b, hostPath, bin, env, conf); err != nil {
-					b.Fatalf("ADD: %v: %s", err, out)
-				}
-				t1 := time.Now()
-				env["CNI_COMMAND"] = "DEL"
-				if out, err := testutil.ExecPlugin(b, hostPath, bin, env, conf); err != nil {
-					b.Fatalf("DEL: %v: %s", err, out)
-				}
-				adds, dels = append(adds, t1.Sub(t0)), append(dels, time.Since(t1))
-			}
-			b.ReportMetric(testutil.Median(adds), "add-ms")
-			b.ReportMetric(testutil.Median(dels), "del-ms")
+			env := map[string]string{"CNI_NETNS": contPath, "CNI_IFNAME": "tap0", "CNI_PATH": c.dir}
+			testutil.BenchAddDel(b, hostPath, filepath.Join(c.dir, "tap"), env, conf)
 		})
 	}
 }
