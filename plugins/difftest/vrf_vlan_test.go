@@ -59,7 +59,7 @@ func TestVrfAndBridgeVlans(t *testing.T) {
 			atts: one("p1", nil),
 		}}
 		for _, c := range cases {
-			t.Run(c.name, func(t *testing.T) { runCase(t, c) })
+			t.Run(c.name, func(t *testing.T) { t.Parallel(); runCase(t, c) })
 		}
 	})
 }
