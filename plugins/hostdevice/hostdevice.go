@@ -109,6 +109,11 @@ func moveIn(host, cont *link.NS, hl netlink.Link, a *skel.CmdArgs, c *Config, un
 	if len(at.PermHWAddr) > 0 && !bytes.Equal(at.PermHWAddr, make([]byte, len(at.PermHWAddr))) {
 		st.PermMAC = at.PermHWAddr.String()
 	}
+	if at.MasterIndex != 0 {
+		if m, err := host.LinkByIndex(at.MasterIndex); err == nil {
+			st.Master = m.Attrs().Name
+		}
+	}
 	path := statePath(c.DataDir, c.Name, a.ContainerID, a.IfName)
 	if err := writeState(path, st); err != nil {
 		return nil, err
@@ -182,8 +187,8 @@ func (st *saved) isDevice(l netlink.Link) bool {
 	return at.Alias == st.Name || (st.MAC != "" && at.HardwareAddr.String() == st.MAC)
 }
 
-// restore gives l (in host) the recorded name, MAC, MTU and alias, and
-// sets it up if it was up. Only what differs is written. Without a record
+// restore gives l (in host) the recorded name, MAC, MTU, alias and master,
+// and sets it up if it was up. Only what differs is written. Without a record
 // of its state (a device the reference moved: only the alias says its
 // name) it stays down, as the reference leaves it.
 func restore(host *link.NS, l netlink.Link, st *saved) error {
@@ -214,6 +219,14 @@ func restore(host *link.NS, l netlink.Link, st *saved) error {
 	if at.Alias != st.Alias {
 		if err := host.H.LinkSetAlias(l, st.Alias); err != nil {
 			return fmt.Errorf("restore the alias of %q: %w", st.Name, err)
+		}
+	}
+	if st.Master != "" && at.MasterIndex == 0 {
+		// Back into its bridge (or bond), if that is still there.
+		if m, err := host.FindLink(st.Master); err == nil && m != nil {
+			if err := host.H.LinkSetMasterByIndex(l, m.Attrs().Index); err != nil {
+				return fmt.Errorf("put %q back into %q: %w", st.Name, st.Master, err)
+			}
 		}
 	}
 	if st.Up && at.Flags&net.FlagUp == 0 {

@@ -76,6 +76,21 @@ func TestAddCheckDel(t *testing.T) {
 	l.restored(true)
 }
 
+// A device that was a bridge port goes back into its bridge.
+func TestDelRestoresMaster(t *testing.T) {
+	l := newLab(t)
+	l.ip("link", "add", "br0", "type", "bridge")
+	l.ip("link", "set", "dev0", "master", "br0")
+	_, contPath := testutil.NewNS(t, "hdc")
+	conf := l.conf("1.1.0", nil)
+	l.mustAdd(conf, "br1", contPath, "eth0")
+	l.mustRun("DEL", conf, "br1", contPath, "eth0")
+	l.restored(true)
+	if got := in(t, l.host, "ip", "-o", "link", "show", "dev0"); !strings.Contains(got, "master br0") {
+		t.Errorf("dev0 not back in br0: %s", got)
+	}
+}
+
 // A device that was down, and MTU and MAC changed inside the container (as
 // tuning would): DEL restores the host's values and leaves it down.
 func TestDelRestoresState(t *testing.T) {

@@ -32,6 +32,9 @@ type saved struct {
 	PermMAC string `json:"permMac,omitempty"`
 	MTU     int    `json:"mtu,omitempty"`
 	Up      bool   `json:"up"`
+	// Master is the bridge (or bond...) it was a port of: leaving the
+	// namespace took it out.
+	Master string `json:"master,omitempty"`
 }
 
 // statePath is <dataDir>/<network>/<containerID>_<ifname>.json. All three
