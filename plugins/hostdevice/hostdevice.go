@@ -131,7 +131,7 @@ func moveIn(host, cont *link.NS, hl netlink.Link, a *skel.CmdArgs, c *Config, un
 }
 
 // putBack returns the device st describes to host under its original
-// name and restores its MAC, MTU, alias and up state. It finds the device
+// name and restores its MAC, MTU, alias, master and up state. It finds the device
 //   - in the container as ifName, carrying its name in the alias (ours);
 //   - in the host under its name (ADD stopped before moving it);
 //   - in the host under another name with its name in the alias (the
