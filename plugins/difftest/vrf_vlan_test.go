@@ -48,15 +48,14 @@ func TestVrfAndBridgeVlans(t *testing.T) {
 			// CHECK of a1 fails once a2 joined (bridge README).
 			refCheckFails: true,
 		}, {
-			name: "bridge-vlan-trunk",
+			// A trunk with native vlan 1, and (another network, another
+			// bridge) an access vlan plus a trunk keeping vlan 1.
+			name: "bridge-vlan-trunks",
 			conf: `{"cniVersion":"1.0.0","name":"vlant","plugins":[` +
 				br("vlant", "brvt", "10.84.0.0/24", `,"vlanTrunk":[{"minID":100,"maxID":105},{"id":300}]`) + `]}`,
-			atts: one("t1", nil),
-		}, {
-			name: "bridge-vlan-trunk-access-preserve",
-			conf: `{"cniVersion":"1.0.0","name":"vlanp","plugins":[` +
-				br("vlanp", "brvp", "10.85.0.0/24", `,"vlan":7,"vlanTrunk":[{"id":8}],"preserveDefaultVlan":true`) + `]}`,
-			atts: one("p1", nil),
+			atts: []att{{id: "t1", ifname: "eth0", cont: "c1"}, {id: "p1", ifname: "eth0", cont: "c2",
+				conf: `{"cniVersion":"1.0.0","name":"vlanp","plugins":[` +
+					br("vlanp", "brvp", "10.85.0.0/24", `,"vlan":7,"vlanTrunk":[{"id":8}],"preserveDefaultVlan":true`) + `]}`}},
 		}}
 		for _, c := range cases {
 			t.Run(c.name, func(t *testing.T) { t.Parallel(); runCase(t, c) })
