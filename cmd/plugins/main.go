@@ -15,13 +15,16 @@ import (
 	"github.com/patchbay-cni/patchbay/plugins/bridge"
 	"github.com/patchbay-cni/patchbay/plugins/dhcp"
 	"github.com/patchbay-cni/patchbay/plugins/firewall"
+	"github.com/patchbay-cni/patchbay/plugins/hostdevice"
 	"github.com/patchbay-cni/patchbay/plugins/hostlocal"
 	"github.com/patchbay-cni/patchbay/plugins/loopback"
 	"github.com/patchbay-cni/patchbay/plugins/portmap"
 	"github.com/patchbay-cni/patchbay/plugins/ptp"
 	"github.com/patchbay-cni/patchbay/plugins/sbr"
 	"github.com/patchbay-cni/patchbay/plugins/static"
+	"github.com/patchbay-cni/patchbay/plugins/tap"
 	"github.com/patchbay-cni/patchbay/plugins/tuning"
+	"github.com/patchbay-cni/patchbay/plugins/vrf"
 	"github.com/patchbay-cni/patchbay/skel"
 )
 
@@ -31,13 +34,16 @@ var plugins = []skel.Plugin{
 	bridge.Plugin(),
 	dhcp.Plugin(),
 	firewall.Plugin(),
+	hostdevice.Plugin(),
 	hostlocal.Plugin(),
 	loopback.Plugin(),
 	portmap.Plugin(),
 	ptp.Plugin(),
 	sbr.Plugin(),
 	static.Plugin(),
+	tap.Plugin(),
 	tuning.Plugin(),
+	vrf.Plugin(),
 }
 
 func main() {

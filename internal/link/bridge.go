@@ -63,9 +63,16 @@ func (n *NS) EnsureBridge(o BridgeOpts) (br *netlink.Bridge, created bool, err e
 		return WriteSysctl(key, "0")
 	})
 	if o.VlanFiltering && (br.VlanFiltering == nil || !*br.VlanFiltering) {
-		if err := n.H.BridgeSetVlanFiltering(br, true); err != nil {
+		// A bridge with only its name and index: netlink's setter sends
+		// every attribute of the link it is given, and the kernel refuses
+		// some of those read back from an existing bridge (EINVAL).
+		attrs := netlink.NewLinkAttrs()
+		attrs.Name, attrs.Index = br.Name, br.Index
+		if err := n.H.BridgeSetVlanFiltering(&netlink.Bridge{LinkAttrs: attrs}, true); err != nil {
 			return nil, created, fmt.Errorf("enable vlan filtering on %q (the kernel needs CONFIG_BRIDGE_VLAN_FILTERING): %w", o.Name, err)
 		}
+		on := true
+		br.VlanFiltering = &on
 	}
 	if o.Promisc && br.Promisc == 0 {
 		if err := n.H.SetPromiscOn(br); err != nil {
@@ -83,7 +90,7 @@ func (n *NS) EnsureBridge(o BridgeOpts) (br *netlink.Bridge, created bool, err e
 // DelBridgeIfUnused deletes bridge br unless it has ports (a failed ADD
 // removes the bridge it created, never one another attachment uses).
 func (n *NS) DelBridgeIfUnused(br *netlink.Bridge) error {
-	links, err := retry(func() ([]netlink.Link, error) { return n.H.LinkList() })
+	links, err := n.LinkList()
 	if err != nil {
 		return fmt.Errorf("list links: %w", err)
 	}
@@ -145,9 +152,18 @@ func (n *NS) AttachPort(br *netlink.Bridge, port netlink.Link, o PortOpts) error
 			return fmt.Errorf("set vlan %d on %q: %w", o.Vlan, name, err)
 		}
 	}
-	for _, v := range o.Trunk {
-		if err := n.H.BridgeVlanAdd(port, uint16(v), false, false, false, true); err != nil {
-			return fmt.Errorf("add trunk vlan %d on %q: %w", v, name, err)
+	// Contiguous trunk vlans go in as one range each: a trunk of 1-4094
+	// is one netlink request instead of 4094 (the reference sends one per
+	// vlan).
+	for _, r := range vlanRuns(o.Trunk) {
+		var err error
+		if r[0] == r[1] {
+			err = n.H.BridgeVlanAdd(port, uint16(r[0]), false, false, false, true)
+		} else {
+			err = n.H.BridgeVlanAddRange(port, uint16(r[0]), uint16(r[1]), false, false, false, true)
+		}
+		if err != nil {
+			return fmt.Errorf("add trunk vlans %d-%d on %q: %w", r[0], r[1], name, err)
 		}
 	}
 	if o.Vlan == 0 && len(o.Trunk) > 0 {
@@ -172,15 +188,35 @@ func (n *NS) removePortVlans(port netlink.Link) error {
 	return nil
 }
 
+// vlanRuns splits sorted vlan ids into [first, last] runs of consecutive ids.
+func vlanRuns(vids []int) [][2]int {
+	var runs [][2]int
+	for _, v := range vids {
+		if n := len(runs); n > 0 && runs[n-1][1] == v-1 {
+			runs[n-1][1] = v
+		} else {
+			runs = append(runs, [2]int{v, v})
+		}
+	}
+	return runs
+}
+
+// PortVlan is one vlan of a bridge port.
+type PortVlan struct {
+	Vid      uint16
+	PVID     bool // untagged frames entering the port get this vlan
+	Untagged bool // frames of this vlan leave the port untagged
+}
+
 // PortVlans lists the vlans on a bridge port (for tests and CHECK).
-func (n *NS) PortVlans(port netlink.Link) ([]uint16, error) {
+func (n *NS) PortVlans(port netlink.Link) ([]PortVlan, error) {
 	all, err := retry(n.H.BridgeVlanList)
 	if err != nil {
 		return nil, err
 	}
-	var out []uint16
+	var out []PortVlan
 	for _, info := range all[int32(port.Attrs().Index)] {
-		out = append(out, info.Vid)
+		out = append(out, PortVlan{Vid: info.Vid, PVID: info.PortVID(), Untagged: info.EngressUntag()})
 	}
 	return out, nil
 }

@@ -50,6 +50,23 @@ func TestVethAddrRouteCheckDel(t *testing.T) {
 		if err := c.CheckRoutes([]*spec.Route{{Dst: netip.MustParsePrefix("10.99.0.0/16")}}); err == nil {
 			t.Error("CheckRoutes accepted a missing route")
 		}
+		// A route that names its table is looked for there (and only there).
+		inTable := []*spec.Route{{Dst: netip.MustParsePrefix("192.168.71.0/24"), GW: netip.MustParseAddr("10.70.0.9"), Table: spec.IntPtr(100)},
+			{Dst: netip.MustParsePrefix("0.0.0.0/0"), GW: netip.MustParseAddr("10.70.0.1"), Table: spec.IntPtr(100)}}
+		for _, r := range inTable {
+			if err := c.AddRoute(cl, r, r.GW); err != nil {
+				t.Fatalf("AddRoute in table 100: %v", err)
+			}
+		}
+		if err := c.CheckRoutes(inTable); err != nil {
+			t.Errorf("CheckRoutes in table 100: %v", err)
+		}
+		if err := c.CheckRoutes([]*spec.Route{{Dst: netip.MustParsePrefix("192.168.71.0/24")}}); err == nil {
+			t.Error("CheckRoutes found a table-100 route in the main table")
+		}
+		if err := c.CheckRoutes([]*spec.Route{{Dst: netip.MustParsePrefix("192.168.70.0/24"), Table: spec.IntPtr(100)}}); err == nil {
+			t.Error("CheckRoutes found a main-table route in table 100")
+		}
 
 		addrs, found, err := c.DelLinkWithAddrs("eth0")
 		if err != nil || !found || len(addrs) != 2 {
@@ -131,6 +148,28 @@ func TestGatewayFor(t *testing.T) {
 	for in, want := range map[string]string{"10.1.2.3/16": "10.1.0.1", "fd00::9/64": "fd00::1"} {
 		if got := GatewayFor(netip.MustParsePrefix(in)); got.String() != want {
 			t.Errorf("GatewayFor(%s) = %s, want %s", in, got, want)
+		}
+	}
+}
+
+func TestVlanRuns(t *testing.T) {
+	for _, c := range []struct {
+		in   []int
+		want [][2]int
+	}{
+		{nil, nil},
+		{[]int{5}, [][2]int{{5, 5}}},
+		{[]int{1, 2, 3, 7, 9, 10}, [][2]int{{1, 3}, {7, 7}, {9, 10}}},
+	} {
+		got := vlanRuns(c.in)
+		if len(got) != len(c.want) {
+			t.Errorf("vlanRuns(%v) = %v, want %v", c.in, got, c.want)
+			continue
+		}
+		for i := range got {
+			if got[i] != c.want[i] {
+				t.Errorf("vlanRuns(%v) = %v, want %v", c.in, got, c.want)
+			}
 		}
 	}
 }

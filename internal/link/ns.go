@@ -191,6 +191,11 @@ func (n *NS) FindLink(name string) (netlink.Link, error) {
 	return l, err
 }
 
+// LinkList lists every link of the namespace.
+func (n *NS) LinkList() ([]netlink.Link, error) {
+	return retry(n.H.LinkList)
+}
+
 // LinkByIndex looks a link up by index.
 func (n *NS) LinkByIndex(idx int) (netlink.Link, error) {
 	return retry(func() (netlink.Link, error) { return n.H.LinkByIndex(idx) })

@@ -14,11 +14,6 @@ import (
 // The dumps the meta plugins (bandwidth, sbr) read, with the same retry as
 // the lookups in ns.go.
 
-// LinkList lists every link of the namespace.
-func (n *NS) LinkList() ([]netlink.Link, error) {
-	return retry(n.H.LinkList)
-}
-
 // QdiscList lists the qdiscs of l.
 func (n *NS) QdiscList(l netlink.Link) ([]netlink.Qdisc, error) {
 	return retry(func() ([]netlink.Qdisc, error) { return n.H.QdiscList(l) })

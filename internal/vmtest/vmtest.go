@@ -56,6 +56,7 @@ func AgentMain() {
 var shared struct {
 	mu      sync.Mutex
 	inMain  bool
+	base    Options // from MainWith
 	machine *Machine
 	err     error // a failed boot (twice) fails every later Run
 }
@@ -67,6 +68,16 @@ var shared struct {
 // It serves as the VM's agent when started as one, otherwise runs the tests
 // and then stops the VM if one was booted.
 func Main(m *testing.M) { os.Exit(Wrap(m.Run)) }
+
+// MainWith is Main for a package whose VM needs more than the default,
+// e.g. network cards: vmtest.MainWith(m, vmtest.Options{NICs: 2}). The
+// environment's knobs (README) still apply on top.
+func MainWith(m *testing.M, o Options) {
+	shared.mu.Lock()
+	shared.base = o
+	shared.mu.Unlock()
+	Main(m)
+}
 
 // Wrap is Main for a TestMain that does more around m.Run:
 //
@@ -99,12 +110,16 @@ func Wrap(run func() int) int {
 	return code
 }
 
-// optionsFromEnv reads the knobs documented in README.md.
-func optionsFromEnv() Options {
-	var o Options
-	o.CPUs, _ = strconv.Atoi(os.Getenv("PATCHBAY_VM_CPUS"))
-	o.MemoryMiB, _ = strconv.Atoi(os.Getenv("PATCHBAY_VM_MEMORY"))
-	o.Keep = os.Getenv("PATCHBAY_VM_KEEP") == "1"
+// optionsFromEnv reads the knobs documented in README.md over base.
+func optionsFromEnv(base Options) Options {
+	o := base
+	if n, err := strconv.Atoi(os.Getenv("PATCHBAY_VM_CPUS")); err == nil {
+		o.CPUs = n
+	}
+	if n, err := strconv.Atoi(os.Getenv("PATCHBAY_VM_MEMORY")); err == nil {
+		o.MemoryMiB = n
+	}
+	o.Keep = o.Keep || os.Getenv("PATCHBAY_VM_KEEP") == "1"
 	if os.Getenv("PATCHBAY_VM_CONSOLE") == "1" {
 		o.Console = os.Stderr
 	}
@@ -132,11 +147,11 @@ func machine(t *testing.T) *Machine {
 		m.Stop()
 		shared.machine = nil
 	}
-	m, err := Start(optionsFromEnv())
+	m, err := Start(optionsFromEnv(shared.base))
 	if err != nil {
 		// One more try: a boot can fail on a starved host (TCG); say so.
 		t.Logf("vmtest: the VM failed to boot, trying once more: %v", err)
-		if m, err = Start(optionsFromEnv()); err != nil {
+		if m, err = Start(optionsFromEnv(shared.base)); err != nil {
 			shared.err = err
 			t.Fatalf("vmtest: boot the VM (second try): %v", err)
 		}

@@ -87,6 +87,9 @@ func check(a *skel.CmdArgs) error {
 	if !listed {
 		return checkErr("host veth %q of %q is not in prevResult", hl.Attrs().Name, a.IfName)
 	}
+	if err := checkVlans(host, br, hl, c); err != nil {
+		return checkErr("%v", err)
+	}
 
 	if err := cont.CheckResult(cl, prev, contIdx); err != nil {
 		return checkErr("%v", err)

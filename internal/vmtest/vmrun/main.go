@@ -27,6 +27,7 @@ func main() {
 	console := flag.Bool("console", false, "copy the kernel console to stderr")
 	cpus := flag.Int("cpus", 2, "virtual CPUs (one host thread each)")
 	mem := flag.Int("memory", 1024, "memory in MiB")
+	nics := flag.Int("nics", 0, "virtio network cards, wired to each other only (eth0, eth1, ... in the VM)")
 	timeout := flag.Duration("timeout", 30*time.Minute, "kill the command (and the VM) after this long")
 	verbose := flag.Bool("v", false, "print the boot time and the command's exit status to stderr")
 	flag.Usage = func() {
@@ -38,7 +39,7 @@ func main() {
 		flag.Usage()
 		os.Exit(2)
 	}
-	opts := vmtest.Options{Shell: *shell, Keep: *keep, CPUs: *cpus, MemoryMiB: *mem}
+	opts := vmtest.Options{Shell: *shell, Keep: *keep, CPUs: *cpus, MemoryMiB: *mem, NICs: *nics}
 	if *console {
 		opts.Console = os.Stderr
 	}

@@ -1,0 +1,408 @@
+// Package hostdevice is the host-device plugin: it moves an existing
+// network device of the host into the container (renamed to CNI_IFNAME),
+// addresses it from IPAM, and on DEL puts it back under its original name
+// with its original MAC, MTU and up/down state.
+package hostdevice
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/patchbay-cni/patchbay/internal/link"
+	"github.com/patchbay-cni/patchbay/skel"
+	"github.com/patchbay-cni/patchbay/spec"
+)
+
+// Plugin returns the host-device plugin.
+func Plugin() skel.Plugin {
+	return skel.Plugin{
+		Type:   "host-device",
+		Add:    add,
+		Del:    del,
+		Check:  check,
+		GC:     gc,
+		Status: status,
+		About:  "patchbay host-device plugin: moves a host network device into the container and back",
+	}
+}
+
+func add(a *skel.CmdArgs) (res *spec.Result, err error) {
+	c, err := load(a)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.resolveDeviceID(); err != nil {
+		return nil, err
+	}
+	host, cont, err := link.OpenForAdd(a.Netns, a.IfName)
+	if err != nil {
+		return nil, err
+	}
+	defer host.Close()
+	defer cont.Close()
+
+	// From here on a failure puts back what this ADD changed.
+	var undo link.Undo
+	defer undo.Unwind(&err)
+	iface := &spec.Interface{Name: a.IfName, Sandbox: a.Netns, PciID: c.pciID}
+	res = &spec.Result{Interfaces: []*spec.Interface{iface}}
+	var l netlink.Link
+	if !c.dpdk { // a DPDK device has no kernel interface: only its addresses are reported
+		hl, err := find(host, c)
+		if err != nil {
+			return nil, err
+		}
+		if l, err = moveIn(host, cont, hl, a, c, &undo); err != nil {
+			return nil, err
+		}
+		iface.Mac = l.Attrs().HardwareAddr.String()
+	}
+
+	if c.IPAM.Type == "" {
+		if l != nil {
+			if err = cont.H.LinkSetUp(l); err != nil {
+				return nil, fmt.Errorf("set %q up: %w", a.IfName, err)
+			}
+		}
+		return finish(c, res), nil
+	}
+	ipam, err := skel.DelegateAdd(a, c.IPAM.Type)
+	if err != nil {
+		return nil, err
+	}
+	undo.Push("release the IPAM allocation", func() error { return skel.DelegateVerb(a, spec.CmdDel, c.IPAM.Type) })
+	if len(ipam.IPs) == 0 {
+		return nil, spec.Errorf(spec.ErrInternal, "IPAM plugin %s returned no IP configuration", c.IPAM.Type)
+	}
+	res.IPs, res.Routes, res.DNS = ipam.IPs, ipam.Routes, ipam.DNS
+	for _, ipc := range res.IPs {
+		ipc.Interface = spec.IntPtr(0)
+	}
+	if l != nil {
+		if err = cont.ConfigureIface(l, res, 0, link.IfaceOpts{}); err != nil {
+			return nil, err
+		}
+	}
+	return finish(c, res), nil
+}
+
+// finish applies the config's dns, which overrides IPAM's when set.
+func finish(c *Config, res *spec.Result) *spec.Result {
+	if !c.DNS.IsEmpty() {
+		res.DNS = c.DNS
+	}
+	return res
+}
+
+// moveIn records the device's state, marks it with its name in the link
+// alias and moves it into the container as CNI_IFNAME (down). The undo
+// step puts it back as it was.
+func moveIn(host, cont *link.NS, hl netlink.Link, a *skel.CmdArgs, c *Config, undo *link.Undo) (netlink.Link, error) {
+	at := hl.Attrs()
+	st := &saved{ContainerID: a.ContainerID, IfName: a.IfName, Netns: a.Netns,
+		Name: at.Name, Alias: at.Alias, MAC: at.HardwareAddr.String(), MTU: at.MTU, Up: at.Flags&net.FlagUp != 0}
+	if len(at.PermHWAddr) > 0 && !bytes.Equal(at.PermHWAddr, make([]byte, len(at.PermHWAddr))) {
+		st.PermMAC = at.PermHWAddr.String()
+	}
+	if at.MasterIndex != 0 {
+		if m, err := host.LinkByIndex(at.MasterIndex); err == nil {
+			st.Master = m.Attrs().Name
+		}
+	}
+	path := statePath(c.DataDir, c.Name, a.ContainerID, a.IfName)
+	if err := writeState(path, st); err != nil {
+		return nil, err
+	}
+	undo.Push("remove "+path, func() error { return removeState(path) })
+	// One step puts everything back, wherever ADD stopped (putBack finds
+	// the device in the container or still in the host).
+	undo.Push("put "+st.Name+" back", func() error { return putBack(host, cont, st, a.IfName) })
+	if at.Alias != at.Name {
+		if err := host.H.LinkSetAlias(hl, at.Name); err != nil {
+			return nil, fmt.Errorf("set the alias of %q: %w", at.Name, err)
+		}
+	}
+	return host.MoveLink(hl, cont, a.IfName)
+}
+
+// putBack returns the device st describes to host under its original
+// name and restores its MAC, MTU, alias, master and up state. It finds the device
+//   - in the container as ifName, carrying its name in the alias (ours);
+//   - in the host under its name (ADD stopped before moving it);
+//   - in the host under another name with its name in the alias (the
+//     kernel brings a physical device back to the initial namespace, named
+//     as it was in the container or "devN", when the container's namespace
+//     is destroyed);
+//
+// and a device found nowhere was unplugged or destroyed with its namespace
+// (virtual links are): nothing to do. cont may be nil (no namespace).
+func putBack(host, cont *link.NS, st *saved, ifName string) error {
+	if cont != nil {
+		l, err := cont.FindLink(ifName)
+		if err != nil {
+			return err
+		}
+		// CNI_IFNAME in the container is the device unless its permanent
+		// MAC says otherwise: ADD refused a taken name before writing the
+		// record, and a record without the move (a crash) left the name free.
+		if l != nil && (st.PermMAC == "" || l.Attrs().PermHWAddr.String() == st.PermMAC) {
+			ml, err := cont.MoveLink(l, host, st.Name)
+			if err != nil {
+				return fmt.Errorf("move %q back to the host as %q: %w", ifName, st.Name, err)
+			}
+			return restore(host, ml, st)
+		}
+	}
+	l, err := host.FindLink(st.Name)
+	if err != nil {
+		return err
+	}
+	if l != nil && st.isDevice(l) {
+		return restore(host, l, st)
+	}
+	links, err := host.LinkList()
+	if err != nil {
+		return err
+	}
+	for _, l := range links {
+		if l.Attrs().Alias == st.Name && st.isDevice(l) {
+			return restore(host, l, st)
+		}
+	}
+	return nil
+}
+
+// isDevice tells whether l is the recorded device: its permanent MAC when
+// it has one, else our alias mark or its recorded MAC.
+func (st *saved) isDevice(l netlink.Link) bool {
+	at := l.Attrs()
+	if st.PermMAC != "" {
+		return at.PermHWAddr.String() == st.PermMAC
+	}
+	return at.Alias == st.Name || (st.MAC != "" && at.HardwareAddr.String() == st.MAC)
+}
+
+// restore gives l (in host) the recorded name, MAC, MTU, alias and master,
+// and sets it up if it was up. Only what differs is written. Without a record
+// of its state (a device the reference moved: only the alias says its
+// name) it stays down, as the reference leaves it.
+func restore(host *link.NS, l netlink.Link, st *saved) error {
+	if l.Attrs().Name != st.Name {
+		if _, err := host.MoveLink(l, host, st.Name); err != nil { // a rename, down
+			return err
+		}
+		var err error
+		if l, err = host.LinkByIndex(l.Attrs().Index); err != nil {
+			return fmt.Errorf("find %q after renaming it: %w", st.Name, err)
+		}
+	}
+	at := l.Attrs()
+	if st.MAC != "" && at.HardwareAddr.String() != st.MAC {
+		mac, err := net.ParseMAC(st.MAC)
+		if err == nil {
+			err = host.H.LinkSetHardwareAddr(l, mac)
+		}
+		if err != nil {
+			return fmt.Errorf("restore the MAC of %q to %s: %w", st.Name, st.MAC, err)
+		}
+	}
+	if st.MTU != 0 && at.MTU != st.MTU {
+		if err := host.H.LinkSetMTU(l, st.MTU); err != nil {
+			return fmt.Errorf("restore the MTU of %q to %d: %w", st.Name, st.MTU, err)
+		}
+	}
+	if at.Alias != st.Alias {
+		if err := host.H.LinkSetAlias(l, st.Alias); err != nil {
+			return fmt.Errorf("restore the alias of %q: %w", st.Name, err)
+		}
+	}
+	if st.Master != "" && at.MasterIndex == 0 {
+		// Back into its bridge (or bond), if that is still there.
+		if m, err := host.FindLink(st.Master); err == nil && m != nil {
+			if err := host.H.LinkSetMasterByIndex(l, m.Attrs().Index); err != nil {
+				return fmt.Errorf("put %q back into %q: %w", st.Name, st.Master, err)
+			}
+		}
+	}
+	if st.Up && at.Flags&net.FlagUp == 0 {
+		if err := host.H.LinkSetUp(l); err != nil {
+			return fmt.Errorf("set %q up: %w", st.Name, err)
+		}
+	}
+	return nil
+}
+
+// del releases the IPAM allocation while the device is still in the
+// container (a DHCP lease is released over it), then puts the device
+// back. It needs no namespace and tolerates every missing piece: a
+// device that was unplugged, or destroyed with its namespace, is done.
+func del(a *skel.CmdArgs) error {
+	c, err := decode(a)
+	if err != nil {
+		return err
+	}
+	if c.IPAM.Type != "" {
+		if err := skel.DelegateVerb(a, spec.CmdDel, c.IPAM.Type); err != nil {
+			return err
+		}
+	}
+	path := statePath(c.DataDir, c.Name, a.ContainerID, a.IfName)
+	st, err := readState(path)
+	if err != nil {
+		return err
+	}
+	host, err := link.Current()
+	if err != nil {
+		return err
+	}
+	defer host.Close()
+	cont, err := link.OpenIfExists(a.Netns)
+	if err != nil {
+		return err
+	}
+	defer cont.Close()
+	if st == nil {
+		// No record: nothing of ours, or a device the reference moved,
+		// whose alias is its original name.
+		if cont == nil {
+			return nil
+		}
+		l, err := cont.FindLink(a.IfName)
+		if err != nil || l == nil || l.Attrs().Alias == "" {
+			return err
+		}
+		st = &saved{Name: l.Attrs().Alias}
+	}
+	if err := putBack(host, cont, st, a.IfName); err != nil {
+		return err
+	}
+	return removeState(path)
+}
+
+func check(a *skel.CmdArgs) error {
+	c, err := load(a)
+	if err != nil {
+		return err
+	}
+	if err := c.resolveDeviceID(); err != nil {
+		return err
+	}
+	if c.IPAM.Type != "" {
+		if err := skel.DelegateVerb(a, spec.CmdCheck, c.IPAM.Type); err != nil {
+			return err
+		}
+	}
+	prev := a.Conf.PrevResult
+	if prev == nil {
+		return invalid("CHECK requires \"prevResult\"")
+	}
+	idx := link.FindIface(prev, a.IfName, a.Netns)
+	if idx < 0 {
+		return checkErr("prevResult has no interface %q in sandbox %q", a.IfName, a.Netns)
+	}
+	if c.dpdk {
+		return nil // no kernel interface to look at; resolveDeviceID saw the userspace driver
+	}
+	cont, err := link.OpenContainer(a.Netns)
+	if err != nil {
+		return err
+	}
+	defer cont.Close()
+	l, err := cont.CheckLink(a.IfName, link.LinkWant{MAC: prev.Interfaces[idx].Mac, Up: true})
+	if err != nil {
+		return checkErr("%v", err)
+	}
+	orig := l.Attrs().Alias
+	if orig == "" {
+		return checkErr("interface %q carries no original name in its alias: not a device host-device moved", a.IfName)
+	}
+	st, err := readState(statePath(c.DataDir, c.Name, a.ContainerID, a.IfName))
+	if err != nil {
+		return err
+	}
+	switch {
+	case st != nil && st.Name != orig:
+		return checkErr("interface %q is host device %q, ADD moved %q", a.IfName, orig, st.Name)
+	case c.Device != "" && orig != c.Device:
+		return checkErr("interface %q is host device %q, config says \"device\" %q", a.IfName, orig, c.Device)
+	case c.HWAddr != "" && st != nil && !strings.EqualFold(st.MAC, c.HWAddr) && !strings.EqualFold(st.PermMAC, c.HWAddr):
+		return checkErr("interface %q had MAC %s in the host, config says \"hwaddr\" %s", a.IfName, st.MAC, c.HWAddr)
+	}
+	if err := cont.CheckResult(l, prev, idx); err != nil {
+		return checkErr("%v", err)
+	}
+	return nil
+}
+
+func checkErr(format string, a ...any) error {
+	return spec.Errorf(spec.ErrInternal, "host-device CHECK: "+format, a...)
+}
+
+func status(a *skel.CmdArgs) error {
+	c, err := load(a)
+	if err != nil {
+		return err
+	}
+	if c.IPAM.Type == "" {
+		return nil
+	}
+	return skel.DelegateVerb(a, spec.CmdStatus, c.IPAM.Type)
+}
+
+// gc passes GC on to IPAM and puts back every device this network moved
+// for an attachment not in the valid list (its DEL never came).
+func gc(a *skel.CmdArgs) error {
+	c, err := decode(a)
+	if err != nil {
+		return err
+	}
+	if c.IPAM.Type != "" {
+		if err := skel.DelegateVerb(a, spec.CmdGC, c.IPAM.Type); err != nil {
+			return err
+		}
+	}
+	files, err := listStates(c.DataDir, c.Name)
+	if err != nil || len(files) == 0 {
+		return err
+	}
+	valid := map[spec.Attachment]bool{}
+	for _, at := range c.Attachments() {
+		valid[at] = true
+	}
+	host, err := link.Current()
+	if err != nil {
+		return err
+	}
+	defer host.Close()
+	var errs []error
+	for _, f := range files {
+		st, err := readState(f)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if st != nil && valid[spec.Attachment{ContainerID: st.ContainerID, IfName: st.IfName}] {
+			continue
+		}
+		if st != nil {
+			cont, err := link.OpenIfExists(st.Netns)
+			if err == nil {
+				err = putBack(host, cont, st, st.IfName)
+				cont.Close()
+			}
+			if err != nil {
+				errs = append(errs, fmt.Errorf("put back %q of %s/%s: %w", st.Name, st.ContainerID, st.IfName, err))
+				continue
+			}
+		}
+		if err := removeState(f); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
