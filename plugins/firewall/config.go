@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	fw "github.com/patchbay-cni/patchbay/internal/firewall"
+	"github.com/patchbay-cni/patchbay/internal/rundir"
 	"github.com/patchbay-cni/patchbay/skel"
 	"github.com/patchbay-cni/patchbay/spec"
 )
@@ -30,11 +31,14 @@ const (
 const (
 	defaultAdminChain = "CNI-ADMIN"
 	defaultZone       = "trusted"
-	// defaultDataDir holds the attachment records (see record.go): in /run,
-	// because what they describe (kernel rules, firewalld's runtime
-	// configuration) does not survive a reboot either.
-	defaultDataDir = "/run/cni/firewall"
 )
+
+// defaultDataDir holds the attachment records (see record.go): <run
+// dir>/firewall, /run/cni/patchbay/firewall unless PATCHBAY_RUN_DIR moves
+// the run directory (internal/rundir). In /run, because what they describe
+// (kernel rules, firewalld's runtime configuration) does not survive a
+// reboot either.
+func defaultDataDir() string { return rundir.Path("firewall") }
 
 // conf is the plugin's configuration: the reference firewall plugin's keys,
 // plus dataDir.
@@ -106,7 +110,7 @@ func parse(data []byte) (*parsed, error) {
 	}
 	p.dataDir = c.DataDir
 	if p.dataDir == "" {
-		p.dataDir = defaultDataDir
+		p.dataDir = defaultDataDir()
 	}
 	if !filepath.IsAbs(p.dataDir) || strings.ContainsRune(p.dataDir, 0) {
 		return nil, invalid("%q value %q is invalid: must be an absolute path", "dataDir", p.dataDir)

@@ -35,11 +35,11 @@ func Plugin() skel.Plugin {
 	}
 }
 
-// lockPath serialises the plugin's own read-decide-write cycles: a DEL
+// lockName serialises the plugin's own read-decide-write cycles: a DEL
 // deciding that a bridge is unused and removing its isolation rules, against
 // an ADD on that bridge installing them. Taken before the firewall layer's
-// backend locks, never after.
-const lockPath = "/run/patchbay-firewall.lock"
+// backend locks, never after. A file in the run directory (internal/rundir).
+const lockName = "firewall.lock"
 
 // state is everything needed to set up, check or remove one attachment's
 // rules, from the configuration and prevResult (ADD, CHECK) or from its
@@ -139,11 +139,11 @@ func add(a *skel.CmdArgs) (*spec.Result, error) {
 		}
 	}
 	path := recordPath(p.dataDir, a.Conf.Name, a.ContainerID, a.IfName)
-	err = fw.WithLock(lockPath, func() error {
+	err = fw.WithLock(a.Ctx, lockName, func() error {
 		if err := writeRecord(path, st.record()); err != nil {
 			return err
 		}
-		s := fw.NewSession()
+		s := fw.NewSessionContext(a.Ctx)
 		defer s.Close()
 		if err := setup(a.Ctx, s, st); err != nil {
 			// A refused ADD leaves nothing of itself.
@@ -218,7 +218,7 @@ func check(a *skel.CmdArgs) error {
 			return err
 		}
 	}
-	s := fw.NewSession()
+	s := fw.NewSessionContext(a.Ctx)
 	defer s.Close()
 	if err := verify(a.Ctx, s, st); err != nil {
 		return spec.Errorf(spec.ErrInternal, "firewall: CHECK: %v", err)
@@ -281,7 +281,7 @@ func del(a *skel.CmdArgs) error {
 		return err
 	}
 	path := recordPath(p.dataDir, a.Conf.Name, a.ContainerID, a.IfName)
-	return fw.WithLock(lockPath, func() error {
+	return fw.WithLock(a.Ctx, lockName, func() error {
 		rec, err := readRecord(path)
 		if err != nil {
 			return err
@@ -303,7 +303,7 @@ func del(a *skel.CmdArgs) error {
 		if st.backend == "" {
 			st.backend = chooseBackend(a.Ctx, "")
 		}
-		s := fw.NewSession()
+		s := fw.NewSessionContext(a.Ctx)
 		defer s.Close()
 		if err := teardown(a.Ctx, s, st, dropBridge(p.dataDir, st, path), a.Log); err != nil {
 			return internal("DEL", err)
@@ -378,7 +378,7 @@ func gc(a *skel.CmdArgs) error {
 		keep[recordPath(p.dataDir, a.Conf.Name, v.ContainerID, v.IfName)] = true
 		keepAtt = append(keepAtt, fw.Attachment{ContainerID: v.ContainerID, IfName: v.IfName})
 	}
-	return fw.WithLock(lockPath, func() error {
+	return fw.WithLock(a.Ctx, lockName, func() error {
 		recs, err := networkRecords(p.dataDir, a.Conf.Name)
 		if err != nil {
 			return err
@@ -393,7 +393,7 @@ func gc(a *skel.CmdArgs) error {
 		if err != nil {
 			return err
 		}
-		s := fw.NewSession()
+		s := fw.NewSessionContext(a.Ctx)
 		defer s.Close()
 		var errs []error
 		for path := range stale {
