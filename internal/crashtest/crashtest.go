@@ -16,11 +16,9 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/patchbay-cni/patchbay/internal/netns"
+	"github.com/patchbay-cni/patchbay/internal/rundir"
 	"github.com/patchbay-cni/patchbay/internal/testutil"
-	"github.com/patchbay-cni/patchbay/skel"
 	"github.com/patchbay-cni/patchbay/spec"
 )
 
@@ -129,8 +127,11 @@ func setup(t *testing.T, c Case) *world {
 	if err := os.WriteFile(filepath.Join(w.confDir, "10-crash.conflist"), []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// The run directory (attachment locks, the firewall layer's locks and
+	// records) is the world's own: the file walk of the snapshot covers it.
 	w.env = []string{"PATH=" + os.Getenv("PATH"), "NETCONFPATH=" + w.confDir, "CNI_PATH=" + w.bin,
-		"CNI_CACHE_DIR=" + filepath.Join(w.dir, "cache"), "CNI_CONTAINERID=" + containerID, "CNI_IFNAME=" + ifName}
+		"CNI_CACHE_DIR=" + filepath.Join(w.dir, "cache"), "CNI_CONTAINERID=" + containerID, "CNI_IFNAME=" + ifName,
+		rundir.Env + "=" + filepath.Join(w.dir, "run"), "DBUS_SYSTEM_BUS_ADDRESS=" + testutil.NoSystemBus}
 	if c.CapArgs != "" {
 		w.env = append(w.env, "CAP_ARGS="+c.CapArgs)
 	}
@@ -243,8 +244,9 @@ func union(a, b map[string]int) map[string]int {
 
 // snapshot lists what exists: links, addresses and routes in both
 // namespaces (IPv6 link-local ones aside: they follow MACs), nftables lines
-// in the host namespace, files under the state directory, and this
-// attachment's lock file. Values count duplicates.
+// in the host namespace, and files under the state directory (the run
+// directory with the attachment's lock file included). Values count
+// duplicates.
 func (w *world) snapshot() map[string]int {
 	w.t.Helper()
 	s := map[string]int{}
@@ -297,19 +299,6 @@ func (w *world) snapshot() map[string]int {
 		}
 		return nil
 	})
-	// Lock files are named <host netns inode>:<network>:<container>:<ifname>;
-	// other cases run the same network and container in their own host.
-	var st unix.Stat_t
-	if err := unix.Stat(w.hostPath, &st); err != nil {
-		w.t.Fatal(err)
-	}
-	if ents, err := os.ReadDir(skel.LockDir); err == nil {
-		for _, e := range ents {
-			if strings.HasPrefix(e.Name(), fmt.Sprintf("%d:%s:%s:", st.Ino, w.network, containerID)) {
-				s["lock file "+e.Name()]++
-			}
-		}
-	}
 	return s
 }
 
