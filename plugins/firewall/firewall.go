@@ -420,7 +420,7 @@ func gc(a *skel.CmdArgs) error {
 		}
 		// nftables rules carry their owner: those of attachments that
 		// left no record go too.
-		sel := nftLayout().removal(fw.AnyFamily, p.admin, nil, fw.NetworkOwner(a.Conf.Name, what, keepAtt), fw.IfName{})
+		sel := nftLayout().removal(fw.AnyFamily, p.admin, nil, fw.NetworkOwner(a.Conf.Name, keepAtt), fw.IfName{})
 		if err := s.Backend(fw.NFTables).Remove(sel); err != nil {
 			errs = append(errs, err)
 		}
