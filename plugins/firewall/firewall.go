@@ -147,9 +147,15 @@ func add(a *skel.CmdArgs) (*spec.Result, error) {
 		defer s.Close()
 		if err := setup(a.Ctx, s, st); err != nil {
 			// A refused ADD leaves nothing of itself.
-			if uerr := teardown(a.Ctx, s, st, dropBridge(p.dataDir, st, path), a.Log); uerr != nil {
+			live, cerr := liveClaims(p.dataDir, map[string]bool{path: true})
+			if cerr != nil {
+				a.Log.Warn("ADD failed; its record stays for DEL", "err", cerr)
+				return err
+			}
+			shared(st, live)
+			if uerr := teardown(a.Ctx, s, st, dropBridge(st, live), a.Log); uerr != nil {
 				a.Log.Warn("ADD failed and its cleanup too", "err", uerr)
-			} else if rerr := removeRecord(path); rerr != nil {
+			} else if rerr := removeRecord(path, st.record()); rerr != nil {
 				a.Log.Warn("ADD failed; its record stays", "err", rerr)
 			}
 			return err
@@ -303,23 +309,32 @@ func del(a *skel.CmdArgs) error {
 		if st.backend == "" {
 			st.backend = chooseBackend(a.Ctx, "")
 		}
+		live, err := liveClaims(p.dataDir, map[string]bool{path: true})
+		if err != nil {
+			return err
+		}
+		shared(st, live)
 		s := fw.NewSessionContext(a.Ctx)
 		defer s.Close()
-		if err := teardown(a.Ctx, s, st, dropBridge(p.dataDir, st, path), a.Log); err != nil {
+		if err := teardown(a.Ctx, s, st, dropBridge(st, live), a.Log); err != nil {
 			return internal("DEL", err)
 		}
-		return removeRecord(path)
+		return removeRecord(path, rec)
 	})
 }
 
+// shared leaves out of st.ips the addresses another live attachment (of
+// any network) still has: the reference layout's per-address rules and
+// firewalld's sources carry no owner, one serves both. (The nftables
+// backend removes by owner and does not look at them.)
+func shared(st *state, live *claims) {
+	st.ips = slices.DeleteFunc(st.ips, func(a netip.Addr) bool { return live.addrs[a] })
+}
+
 // dropBridge reports whether the attachment's bridge isolation rules go
-// with it: no other attachment's record names the bridge.
-func dropBridge(dataDir string, st *state, path string) bool {
-	if st.bridge.String() == "" {
-		return false
-	}
-	c, err := liveClaims(dataDir, map[string]bool{path: true})
-	return err == nil && !c.bridges[st.bridge.String()]
+// with it: no other live attachment's record names the bridge.
+func dropBridge(st *state, live *claims) bool {
+	return st.bridge.String() != "" && !live.bridges[st.bridge.String()]
 }
 
 // teardown removes what st's ADD made; missing pieces are fine. With
@@ -379,7 +394,7 @@ func gc(a *skel.CmdArgs) error {
 		keepAtt = append(keepAtt, fw.Attachment{ContainerID: v.ContainerID, IfName: v.IfName})
 	}
 	return fw.WithLock(a.Ctx, lockName, func() error {
-		recs, err := networkRecords(p.dataDir, a.Conf.Name)
+		recs, temps, err := networkRecords(p.dataDir, a.Conf.Name)
 		if err != nil {
 			return err
 		}
@@ -396,6 +411,15 @@ func gc(a *skel.CmdArgs) error {
 		s := fw.NewSessionContext(a.Ctx)
 		defer s.Close()
 		var errs []error
+		// A write a crash interrupted before its record existed: the
+		// rules come after the record, so there are none.
+		for _, path := range temps {
+			if !keep[path] && recs[path] == nil {
+				if err := removeRecord(path, nil); err != nil {
+					errs = append(errs, err)
+				}
+			}
+		}
 		for path := range stale {
 			rec := recs[path]
 			st, err := newState(p, fw.Attachment{Network: a.Conf.Name, IfName: rec.IfName, ContainerID: rec.ContainerID}, p.backend)
@@ -404,17 +428,15 @@ func gc(a *skel.CmdArgs) error {
 				continue
 			}
 			st.fromRecord(rec)
-			// Another live attachment's address keeps its (ownerless) rules.
-			st.ips = slices.DeleteFunc(st.ips, func(a netip.Addr) bool { return live.addrs[a] })
+			shared(st, live)
 			if st.backend == "" {
 				st.backend = chooseBackend(a.Ctx, "")
 			}
-			dropBridge := st.bridge.String() != "" && !live.bridges[st.bridge.String()]
-			if err := teardown(a.Ctx, s, st, dropBridge, a.Log); err != nil {
+			if err := teardown(a.Ctx, s, st, dropBridge(st, live), a.Log); err != nil {
 				errs = append(errs, err)
 				continue
 			}
-			if err := removeRecord(path); err != nil {
+			if err := removeRecord(path, rec); err != nil {
 				errs = append(errs, err)
 			}
 		}
