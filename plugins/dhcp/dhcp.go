@@ -103,7 +103,7 @@ func check(a *skel.CmdArgs) error {
 				}
 			}
 			if !found {
-				return spec.Errorf(spec.ErrInternal, "dhcp: leased address %s is missing from prevResult", want.Address)
+				return spec.Errorf(spec.ErrInternal, "leased address %s is missing from prevResult", want.Address)
 			}
 		}
 	}
@@ -159,7 +159,7 @@ func wireArgsOf(a *skel.CmdArgs) (*WireArgs, error) {
 		// The daemon runs elsewhere: it needs an absolute path.
 		abs, err := filepath.Abs(ns)
 		if err != nil {
-			return nil, spec.Errorf(spec.ErrInvalidEnvironment, "dhcp: CNI_NETNS %q: %v", ns, err)
+			return nil, spec.Errorf(spec.ErrInvalidEnvironment, "CNI_NETNS %q: %v", ns, err)
 		}
 		ns = abs
 	}
@@ -184,7 +184,7 @@ func call(ctx context.Context, sock, method string, args, reply any) error {
 	case errors.As(err, &se):
 		return fromRPCError(method, err)
 	case ctx.Err() != nil:
-		return spec.Errorf(spec.ErrTryAgainLater, "dhcp: daemon %s: %v", method, context.Cause(ctx))
+		return spec.Errorf(spec.ErrTryAgainLater, "daemon %s: %v", method, context.Cause(ctx))
 	}
 	var op *net.OpError
 	if errors.As(err, &op) && op.Op == "dial" {
@@ -206,7 +206,7 @@ type unreachableError struct {
 }
 
 func (e *unreachableError) Error() string {
-	return fmt.Sprintf("dhcp: daemon at %s is %v (is `dhcp daemon` running?): %v", e.sock, e.why, e.err)
+	return fmt.Sprintf("daemon at %s is %v (is `dhcp daemon` running?): %v", e.sock, e.why, e.err)
 }
 
 func (e *unreachableError) Unwrap() []error {

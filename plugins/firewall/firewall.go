@@ -122,7 +122,7 @@ func add(a *skel.CmdArgs) (*spec.Result, error) {
 	}
 	prev := a.Conf.PrevResult
 	if prev == nil {
-		return nil, invalid("firewall must be called as a chained plugin: \"prevResult\" is missing")
+		return nil, invalid("\"prevResult\" is missing: chain this plugin after an interface plugin (bridge, ptp, ...)")
 	}
 	r, err := newRequest(a, p, prev)
 	if err != nil {
@@ -163,7 +163,7 @@ func add(a *skel.CmdArgs) (*spec.Result, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, internal("ADD", err)
+		return nil, internal(err)
 	}
 	return prev, nil
 }
@@ -200,7 +200,7 @@ func check(a *skel.CmdArgs) error {
 	}
 	prev := a.Conf.PrevResult
 	if prev == nil {
-		return invalid("CHECK requires \"prevResult\"")
+		return invalid("\"prevResult\" is missing: CHECK needs it")
 	}
 	r, err := newRequest(a, p, prev)
 	if err != nil {
@@ -227,7 +227,7 @@ func check(a *skel.CmdArgs) error {
 	s := fw.NewSessionContext(a.Ctx)
 	defer s.Close()
 	if err := verify(a.Ctx, s, st); err != nil {
-		return spec.Errorf(spec.ErrInternal, "firewall: CHECK: %v", err)
+		return spec.Errorf(spec.ErrInternal, "%v", err)
 	}
 	return nil
 }
@@ -317,7 +317,7 @@ func del(a *skel.CmdArgs) error {
 		s := fw.NewSessionContext(a.Ctx)
 		defer s.Close()
 		if err := teardown(a.Ctx, s, st, dropBridge(st, live), a.Log); err != nil {
-			return internal("DEL", err)
+			return internal(err)
 		}
 		return removeRecord(path, rec)
 	})
@@ -447,7 +447,7 @@ func gc(a *skel.CmdArgs) error {
 			errs = append(errs, err)
 		}
 		if err := errors.Join(errs...); err != nil {
-			return internal("GC", err)
+			return internal(err)
 		}
 		return nil
 	})
@@ -463,22 +463,23 @@ func status(a *skel.CmdArgs) error {
 	case backendIPT:
 		for _, t := range []string{"iptables-save", "iptables-restore"} {
 			if _, err := exec.LookPath(t); err != nil {
-				return spec.Errorf(spec.ErrPluginNotAvailable, "firewall: backend iptables needs %s: %v", t, err)
+				return spec.Errorf(spec.ErrPluginNotAvailable, "backend iptables needs %s: %v", t, err)
 			}
 		}
 	case backendFirewalld:
 		if !firewalldRunning(a.Ctx) {
-			return spec.Errorf(spec.ErrPluginNotAvailable, "firewall: backend firewalld: firewalld is not running on the D-Bus system bus")
+			return spec.Errorf(spec.ErrPluginNotAvailable, "backend firewalld: firewalld is not running on the D-Bus system bus")
 		}
 	}
 	return nil
 }
 
-// internal keeps a *spec.Error's code, else reports code 999 with context.
-func internal(verb string, err error) error {
+// internal keeps a *spec.Error's code, else reports code 999 (the runtime
+// names the plugin and the verb).
+func internal(err error) error {
 	var ce *spec.Error
 	if errors.As(err, &ce) {
 		return err
 	}
-	return spec.Errorf(spec.ErrInternal, "firewall %s: %v", verb, err)
+	return spec.Errorf(spec.ErrInternal, "%v", err)
 }

@@ -36,7 +36,7 @@ type config struct {
 }
 
 func invalid(format string, a ...any) error {
-	return spec.Errorf(spec.ErrInvalidNetworkConfig, "sbr: "+format, a...)
+	return spec.Errorf(spec.ErrInvalidNetworkConfig, format, a...)
 }
 
 func load(a *skel.CmdArgs) (*config, error) {

@@ -40,12 +40,12 @@ func del(a *skel.CmdArgs) error {
 	}
 	l, err := cont.FindLink(a.IfName)
 	if err != nil {
-		return fmt.Errorf("sbr: look up %q in %s: %w", a.IfName, cont, err)
+		return fmt.Errorf("look up %q in %s: %w", a.IfName, cont, err)
 	}
 	if l != nil {
 		as, err := cont.AddrList(l, netlink.FAMILY_ALL)
 		if err != nil {
-			return fmt.Errorf("sbr: list the addresses of %q: %w", a.IfName, err)
+			return fmt.Errorf("list the addresses of %q: %w", a.IfName, err)
 		}
 		for _, ad := range as {
 			srcs[link.Prefix(ad.IPNet).Addr()] = true
@@ -56,7 +56,7 @@ func del(a *skel.CmdArgs) error {
 	}
 	rules, err := cont.RuleList(netlink.FAMILY_ALL)
 	if err != nil {
-		return fmt.Errorf("sbr: list rules in %s: %w", cont, err)
+		return fmt.Errorf("list rules in %s: %w", cont, err)
 	}
 	var errs []error
 	tables := map[int]bool{}
@@ -86,13 +86,13 @@ func del(a *skel.CmdArgs) error {
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("sbr: %w", err)
+		return err
 	}
 	return nil
 }
 
 func checkErr(format string, a ...any) error {
-	return spec.Errorf(spec.ErrInternal, "sbr CHECK: "+format, a...)
+	return spec.Errorf(spec.ErrInternal, format, a...)
 }
 
 // check verifies the rule of every address and, for tables sbr picks,
@@ -116,7 +116,7 @@ func check(a *skel.CmdArgs) error {
 	defer cont.Close()
 	l, err := cont.FindLink(a.IfName)
 	if err != nil {
-		return fmt.Errorf("sbr: look up %q in %s: %w", a.IfName, cont, err)
+		return fmt.Errorf("look up %q in %s: %w", a.IfName, cont, err)
 	}
 	if l == nil {
 		return checkErr("interface %q not found in %s", a.IfName, cont)
@@ -124,7 +124,7 @@ func check(a *skel.CmdArgs) error {
 	idx := l.Attrs().Index
 	rules, err := cont.RuleList(netlink.FAMILY_ALL)
 	if err != nil {
-		return fmt.Errorf("sbr: list rules in %s: %w", cont, err)
+		return fmt.Errorf("list rules in %s: %w", cont, err)
 	}
 	tables := make([]int, len(ips))
 	for i, ipc := range ips {
