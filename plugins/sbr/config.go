@@ -47,6 +47,21 @@ func load(a *skel.CmdArgs) (*config, error) {
 	return parse(&n)
 }
 
+// lenientTable is the configuration a DEL whose configuration does not
+// validate goes by: "table" alone, and known false when it cannot be read
+// (so that DEL leaves the routes of what may be the operator's table).
+func lenientTable(stdin []byte) (c *config, known bool) {
+	var n netConf
+	if json.Unmarshal(stdin, &n) != nil {
+		return &config{}, false
+	}
+	c, err := parse(&netConf{Table: n.Table})
+	if err != nil {
+		return &config{}, false
+	}
+	return c, true
+}
+
 func isNull(raw json.RawMessage) bool {
 	s := bytes.TrimSpace(raw)
 	return len(s) == 0 || bytes.Equal(s, []byte("null"))

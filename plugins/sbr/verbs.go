@@ -18,11 +18,14 @@ import (
 // interface's routes in them. Nothing to do when the namespace is gone.
 func del(a *skel.CmdArgs) error {
 	c, err := load(a)
+	tableKnown := true
 	if err != nil {
-		// DEL is best effort: without a readable "table", remove the
-		// rules of any table.
-		a.Log.Warn("DEL with an invalid configuration: removing sbr rules of any table", "error", err)
-		c = &config{}
+		// DEL is best effort: "table" alone decides what goes (the rest
+		// does not matter to DEL). Without a readable one, the rules from
+		// the interface's addresses go, whatever their table, and no
+		// route: the table may be the operator's.
+		c, tableKnown = lenientTable(a.StdinData)
+		a.Log.Warn("DEL with an invalid configuration", "error", err, "table", c.table, "tableKnown", tableKnown)
 	}
 	cont, err := link.OpenIfExists(a.Netns)
 	if err != nil || cont == nil {
@@ -72,7 +75,7 @@ func del(a *skel.CmdArgs) error {
 	}
 	// The tables sbr picked hold copies of the interface's routes; a table
 	// given as "table" is the operator's, and its routes stay.
-	if c.table == 0 && l != nil && len(tables) > 0 {
+	if c.table == 0 && tableKnown && l != nil && len(tables) > 0 {
 		routes, err := allRoutes(cont)
 		if err != nil {
 			return err
