@@ -86,7 +86,7 @@ func TestServerSilentAdd(t *testing.T) {
 	l.startDaemon("-resendtimeout", "3s", "-timeout", "500ms")
 	c := l.container("eth0")
 	start := time.Now()
-	l.wantCode(pluginCall{cmd: "ADD", id: "silent1", netns: c.path, ifName: c.ifName}, l.ipamConf(spec.Current, nil),
+	l.want(pluginCall{cmd: "ADD", id: "silent1", netns: c.path, ifName: c.ifName}, l.ipamConf(spec.Current, nil),
 		spec.ErrTryAgainLater, "no lease for eth0", "no DHCP server answered within 3s")
 	if took := time.Since(start); took > 15*time.Second {
 		t.Errorf("ADD took %v with -resendtimeout 3s", took)
@@ -141,7 +141,7 @@ func TestServerSilentExpiry(t *testing.T) {
 	if strings.Contains(string(out), ",UP") {
 		t.Errorf("interface still up after expiry: %s", out)
 	}
-	l.wantCode(pluginCall{cmd: "CHECK", id: "expire1", netns: c.path, ifName: c.ifName},
+	l.want(pluginCall{cmd: "CHECK", id: "expire1", netns: c.path, ifName: c.ifName},
 		withPrev(t, conf, res), spec.ErrInternal, "lost", "expired")
 	if _, err := l.run(pluginCall{cmd: "DEL", id: "expire1", netns: c.path, ifName: c.ifName}, conf); err != nil {
 		t.Fatal(err)
@@ -182,7 +182,7 @@ func TestRestartKeepsLeases(t *testing.T) {
 		t.Fatalf("expected a stale socket after SIGKILL")
 	}
 	// While the daemon is down, DEL cannot reach it: code 11, retry later.
-	l.wantCode(pluginCall{cmd: "DEL", id: "restart1", netns: c.path, ifName: c.ifName}, conf, spec.ErrTryAgainLater, "not answering")
+	l.want(pluginCall{cmd: "DEL", id: "restart1", netns: c.path, ifName: c.ifName}, conf, spec.ErrTryAgainLater, "not answering")
 
 	logBefore := len(readFile(l.dlog))
 	l.startDaemon()
