@@ -497,12 +497,18 @@ func (d *daemon) gc(a *GCArgs) ([]string, error) {
 	return released, nil
 }
 
-// restore loads the persisted leases and resumes maintaining those whose
-// interface still exists (renewing at once when T1 passed while the daemon
-// was down, rebinding past T2, giving up past expiry).
+// restore loads the persisted leases, drops those whose namespace or
+// interface is gone, and resumes maintaining the others (renewing at once
+// when T1 passed while the daemon was down, rebinding past T2, giving up
+// past expiry).
 func (d *daemon) restore() error {
 	if err := os.MkdirAll(d.dir, 0o700); err != nil {
 		return fmt.Errorf("state directory: %w", err)
+	}
+	// A write a kill interrupted (the state directory is the daemon's own:
+	// every temporary in it is).
+	if err := atomicfile.RemoveTemps(d.dir); err != nil {
+		d.log.Warn("remove temporary files", "dir", d.dir, "error", err)
 	}
 	ents, err := os.ReadDir(d.dir)
 	if err != nil {
@@ -511,7 +517,7 @@ func (d *daemon) restore() error {
 	for _, e := range ents {
 		name := e.Name()
 		if !strings.HasSuffix(name, ".json") {
-			continue // e.g. a temporary file of an interrupted write
+			continue
 		}
 		path := filepath.Join(d.dir, name)
 		b, err := os.ReadFile(path)
@@ -533,6 +539,17 @@ func (d *daemon) restore() error {
 		}
 		if netns.Gone(d.nsPath(r.Netns)) {
 			d.log.Info("dropping lease of a namespace that is gone", "lease", r.key(), "netns", r.Netns)
+			os.Remove(path)
+			continue
+		}
+		// The interface gone too: the attachment was deleted while the
+		// daemon was down (its DEL succeeded without it). No DHCPRELEASE
+		// can be sent without the interface: the server keeps the address
+		// until the lease expires.
+		if att, err := openAttachment(d.nsPath(r.Netns), r.IfName); err == nil {
+			att.Close()
+		} else if g := (*errGone)(nil); errors.As(err, &g) {
+			d.log.Info("dropping lease of an interface that is gone", "lease", r.key(), "reason", err, "address", net.IP(ack.YourIPAddr), "expire", r.Expire)
 			os.Remove(path)
 			continue
 		}
