@@ -135,11 +135,11 @@ func pendingDir(dir string) string {
 }
 
 // dropPendingDir removes what a killed makeNetworkDir left: the temporary
-// directory holding the marker only.
+// directory, empty (killed before the marker was made) or holding the
+// marker only.
 func dropPendingDir(tmp string) {
-	if os.Remove(filepath.Join(tmp, marker)) == nil {
-		os.Remove(tmp)
-	}
+	os.Remove(filepath.Join(tmp, marker))
+	os.Remove(tmp) // fails unless empty
 }
 
 // removeRecord removes an attachment's record (rec is what readRecord found

@@ -122,6 +122,16 @@ func TestNetworkDirectory(t *testing.T) {
 	if ents, _ := os.ReadDir(data); len(ents) != 0 {
 		t.Errorf("left in dataDir: %v", ents)
 	}
+	// Killed before it made the marker: the next ADD is not blocked, and
+	// its DEL leaves nothing.
+	if err := os.MkdirAll(filepath.Join(data, ".ours.new"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	n.mustRun("ADD", conf4("ours", data, "10.53.0.2"))
+	n.mustRun("DEL", conf4("ours", data, "10.53.0.2"))
+	if ents, _ := os.ReadDir(data); len(ents) != 0 {
+		t.Errorf("left in dataDir: %v", ents)
+	}
 
 	if err := os.MkdirAll(filepath.Join(data, "theirs"), 0o755); err != nil {
 		t.Fatal(err)
