@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/patchbay-cni/patchbay/internal/rundir"
 )
 
@@ -54,8 +56,9 @@ func Run(m *testing.M) int {
 // internal/rundir) at a fresh temporary directory and
 // DBUS_SYSTEM_BUS_ADDRESS at NoSystemBus. It lists MachineDirs; the
 // returned func removes the temporary directory and reports what appeared
-// in MachineDirs since (and is still there a moment later: another
-// process's lock file of a verb in progress is gone by then).
+// in MachineDirs since and is still there a second later, unless another
+// process holds a lock on it (another process's lock file of a verb in
+// progress).
 func Isolate() (done func() error) {
 	dir, err := os.MkdirTemp("", "patchbay-run-")
 	if err != nil {
@@ -69,13 +72,25 @@ func Isolate() (done func() error) {
 		if len(newFiles(before)) == 0 {
 			return nil
 		}
-		time.Sleep(300 * time.Millisecond)
+		time.Sleep(time.Second)
 		left := newFiles(before)
 		if len(left) == 0 {
 			return nil
 		}
 		return fmt.Errorf("the tests left files in the machine's CNI directories (or another process made them meanwhile):\n\t%s", strings.Join(left, "\n\t"))
 	}
+}
+
+// held reports whether another process holds a lock on the file at p: a
+// lock file of a verb in progress (another process's: the tests' own are
+// in their run directory), not a leftover.
+func held(p string) bool {
+	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(fd)
+	return unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB) == unix.EWOULDBLOCK
 }
 
 // machineFiles lists what MachineDirs hold.
@@ -102,7 +117,7 @@ func machineFiles() map[string]bool {
 func newFiles(before map[string]bool) []string {
 	var out []string
 	for p := range machineFiles() {
-		if !before[p] {
+		if !before[p] && !held(p) {
 			out = append(out, p)
 		}
 	}

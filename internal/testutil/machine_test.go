@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/patchbay-cni/patchbay/internal/rundir"
 )
 
@@ -46,7 +48,18 @@ func TestIsolate(t *testing.T) {
 	transient := filepath.Join(deep, "gone")
 	write(transient)
 	os.Remove(transient)
-	err := done()
+	locked := filepath.Join(deep, "in-progress.lock")
+	write(locked)
+	f, err := os.Open(locked)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	// Another open file description: flock conflicts as between processes.
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	err = done()
 	if err == nil {
 		t.Fatal("no leftovers reported")
 	}
@@ -56,7 +69,7 @@ func TestIsolate(t *testing.T) {
 			t.Errorf("%q not reported: %v", want, err)
 		}
 	}
-	for _, not := range []string{"before", "below-top", "gone", "x.lock"} {
+	for _, not := range []string{"before", "below-top", "gone", "x.lock", "in-progress.lock"} {
 		if strings.Contains(msg, not) {
 			t.Errorf("%q reported: %v", not, err)
 		}
