@@ -129,14 +129,15 @@ func makeNetworkDir(dir string) error {
 	return os.Rename(tmp, dir)
 }
 
-// pendingDir is the temporary name of a network directory being made.
+// pendingDir is the temporary name of a network directory being made or
+// removed.
 func pendingDir(dir string) string {
 	return filepath.Join(filepath.Dir(dir), "."+filepath.Base(dir)+".new")
 }
 
-// dropPendingDir removes what a killed makeNetworkDir left: the temporary
-// directory, empty (killed before the marker was made) or holding the
-// marker only.
+// dropPendingDir removes what a killed makeNetworkDir or dropNetworkDir
+// left: the temporary directory, empty (killed before the marker was made)
+// or holding the marker only.
 func dropPendingDir(tmp string) {
 	os.Remove(filepath.Join(tmp, marker))
 	os.Remove(tmp) // fails unless empty
@@ -162,15 +163,19 @@ func removeRecord(path string, rec *record) error {
 	return nil
 }
 
-// dropNetworkDir removes a network directory that holds only the marker.
+// dropNetworkDir removes a network directory that holds only the marker:
+// renamed to the temporary name first (one step: a kill leaves either the
+// marked directory or the temporary, which dropPendingDir removes), never
+// a directory without the marker that is no longer known to be ours.
 func dropNetworkDir(dir string) {
-	dropPendingDir(pendingDir(dir))
+	tmp := pendingDir(dir)
+	dropPendingDir(tmp)
 	ents, err := os.ReadDir(dir)
 	if err != nil || len(ents) != 1 || ents[0].Name() != marker {
 		return
 	}
-	if os.Remove(filepath.Join(dir, marker)) == nil {
-		os.Remove(dir)
+	if os.Rename(dir, tmp) == nil {
+		dropPendingDir(tmp)
 	}
 }
 
