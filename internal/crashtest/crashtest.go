@@ -37,6 +37,10 @@ type Case struct {
 	// MinSteps guards the harness: the ADD must have at least this many
 	// state-changing steps.
 	MinSteps int
+	// Setup, if set, prepares the host namespace (named host) before the
+	// first ADD: servers a plugin needs (they run untraced and are never
+	// killed), with dir the case's state directory ("{{DIR}}").
+	Setup func(t *testing.T, host, dir string)
 }
 
 const (
@@ -114,6 +118,9 @@ func setup(t *testing.T, c Case) *world {
 	w := &world{t: t, c: c, bin: testutil.OurBin(t), dir: t.TempDir()}
 	w.host, w.hostPath = testutil.NewNS(t, "crh")
 	w.cont, w.contPath = testutil.NewNS(t, "crc")
+	if c.Setup != nil {
+		c.Setup(t, w.host, w.dir)
+	}
 	conf := strings.ReplaceAll(c.Conflist, "{{DIR}}", w.dir)
 	list, err := spec.ParseConfList([]byte(conf))
 	if err != nil {
@@ -243,10 +250,10 @@ func union(a, b map[string]int) map[string]int {
 }
 
 // snapshot lists what exists: links, addresses and routes in both
-// namespaces (IPv6 link-local ones aside: they follow MACs), nftables lines
-// in the host namespace, and files under the state directory (the run
-// directory with the attachment's lock file included). Values count
-// duplicates.
+// namespaces (IPv6 link-local ones aside: they follow MACs), nftables,
+// iptables and ip6tables lines and qdiscs in the host namespace, and files
+// and directories under the state directory (the run directory with the
+// attachment's lock file included). Values count duplicates.
 func (w *world) snapshot() map[string]int {
 	w.t.Helper()
 	s := map[string]int{}
@@ -292,17 +299,38 @@ func (w *world) snapshot() map[string]int {
 			}
 		}
 	}
+	// iptables and ip6tables (with the legacy backend the rules are not in
+	// nft's view), and the host's qdiscs (bandwidth's ifb devices carry
+	// theirs; the host veth's go with it).
+	for _, cmd := range [][]string{{"iptables-save"}, {"ip6tables-save"}, {"tc", "qdisc", "show"}} {
+		out, err := testutil.InNS(w.t, w.host, cmd...)
+		if err != nil {
+			w.t.Fatalf("%v: %v: %s", cmd, err, out)
+		}
+		for _, line := range strings.Split(out, "\n") {
+			if line = strings.TrimSpace(xtCounters.ReplaceAllString(line, "")); line != "" && !strings.HasPrefix(line, "#") {
+				s[cmd[0]+" "+line]++
+			}
+		}
+	}
 	filepath.WalkDir(w.dir, func(p string, d os.DirEntry, err error) error {
-		if err == nil && !d.IsDir() && !strings.HasPrefix(p, w.confDir) {
+		if err == nil && p != w.dir && !strings.HasPrefix(p, w.confDir) {
 			rel, _ := filepath.Rel(w.dir, p)
-			s["file "+rel]++
+			if d.IsDir() {
+				s["directory "+rel]++ // an empty one left by a kill counts too
+			} else {
+				s["file "+rel]++
+			}
 		}
 		return nil
 	})
 	return s
 }
 
-var counters = regexp.MustCompile(`counter packets \d+ bytes \d+`)
+var (
+	counters   = regexp.MustCompile(`counter packets \d+ bytes \d+`)
+	xtCounters = regexp.MustCompile(`\[\d+:\d+\]`)
+)
 
 func (w *world) ipJSON(ns string, into any, args ...string) {
 	w.t.Helper()
