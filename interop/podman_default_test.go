@@ -165,7 +165,7 @@ func podmanDefaultNetwork(t *testing.T, pluginDir, conflist string) {
 	}
 	m := newPodmanMounts(t)
 	e := newPodmanEnv(t, hostPath, pluginDir)
-	e.mountNS = m.ns
+	e.mountNS, e.varLib = m.ns, m.varLib
 	if conflist != "" {
 		writeFile(t, filepath.Join(e.netDir, "87-podman-bridge.conflist"), conflist)
 	}
