@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -53,14 +54,16 @@ func Run(m *testing.M) int {
 
 // Isolate points this process, and everything it starts, away from the
 // machine's state: PATCHBAY_RUN_DIR (our locks and records,
-// internal/rundir) at a fresh temporary directory and
+// internal/rundir) at a fresh temporary directory (and removes those of
+// test binaries that are gone without removing theirs) and
 // DBUS_SYSTEM_BUS_ADDRESS at NoSystemBus. It lists MachineDirs; the
 // returned func removes the temporary directory and reports what appeared
 // in MachineDirs since and is still there a second later, unless another
 // process holds a lock on it (another process's lock file of a verb in
 // progress).
 func Isolate() (done func() error) {
-	dir, err := os.MkdirTemp("", "patchbay-run-")
+	removeStaleRunDirs()
+	dir, err := os.MkdirTemp("", fmt.Sprintf("%s%d-", runDirPrefix, os.Getpid()))
 	if err != nil {
 		return func() error { return fmt.Errorf("testutil.Isolate: %v", err) }
 	}
@@ -103,6 +106,23 @@ func held(p string) bool {
 	}
 	defer unix.Close(fd)
 	return unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB) == unix.EWOULDBLOCK
+}
+
+// runDirPrefix names Isolate's temporary run directories:
+// <prefix><pid>-<random>.
+const runDirPrefix = "patchbay-run-"
+
+// removeStaleRunDirs removes the temporary run directories of test
+// binaries that are gone without removing theirs (killed, or a TestMain
+// that exits before done runs).
+func removeStaleRunDirs() {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), runDirPrefix+"*-*"))
+	for _, d := range dirs {
+		pid, _, _ := strings.Cut(strings.TrimPrefix(filepath.Base(d), runDirPrefix), "-")
+		if n, err := strconv.Atoi(pid); err == nil && n > 0 && unix.Kill(n, 0) == unix.ESRCH {
+			os.RemoveAll(d)
+		}
+	}
 }
 
 // machineFiles lists what MachineDirs hold.

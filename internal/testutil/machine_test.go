@@ -1,7 +1,9 @@
 package testutil
 
 import (
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -76,5 +78,37 @@ func TestIsolate(t *testing.T) {
 	}
 	if _, err := os.Stat(run); !os.IsNotExist(err) {
 		t.Errorf("the temporary run directory %s is left: %v", run, err)
+	}
+}
+
+// TestIsolateRemovesStaleRunDirs: the run directory of a test binary that
+// is gone is removed by the next Isolate; a live process's stays.
+func TestIsolateRemovesStaleRunDirs(t *testing.T) {
+	t.Setenv(rundir.Env, "")
+	t.Setenv("DBUS_SYSTEM_BUS_ADDRESS", "")
+	old := MachineDirs
+	t.Cleanup(func() { MachineDirs = old })
+	MachineDirs = nil
+	gone := exec.Command("true")
+	if err := gone.Run(); err != nil {
+		t.Fatal(err)
+	}
+	stale := filepath.Join(os.TempDir(), fmt.Sprintf("%s%d-1", runDirPrefix, gone.Process.Pid))
+	live := filepath.Join(os.TempDir(), fmt.Sprintf("%s%d-1", runDirPrefix, os.Getpid()))
+	for _, d := range []string{stale, live} {
+		if err := os.MkdirAll(filepath.Join(d, "locks"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	defer os.RemoveAll(live)
+	defer os.RemoveAll(stale)
+	if err := Isolate()(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(stale); !os.IsNotExist(err) {
+		t.Errorf("the stale run directory is left: %v", err)
+	}
+	if _, err := os.Stat(live); err != nil {
+		t.Errorf("a live process's run directory was removed: %v", err)
 	}
 }
