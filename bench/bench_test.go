@@ -2,9 +2,12 @@ package main
 
 import (
 	"bytes"
+	"os"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/patchbay-cni/patchbay/internal/rundir"
 )
 
 // These tests cover the harness's arithmetic and formatting only; the
@@ -98,5 +101,17 @@ func TestParseFlags(t *testing.T) {
 	}
 	if _, err := parseFlags([]string{"-n", "0"}); err == nil {
 		t.Error("-n 0 accepted")
+	}
+}
+
+func TestIsolate(t *testing.T) {
+	t.Setenv("DBUS_SYSTEM_BUS_ADDRESS", "")
+	t.Setenv(rundir.Env, "")
+	isolate("/w")
+	if got := os.Getenv(rundir.Env); got != "/w/run" {
+		t.Errorf("%s=%q, want the bench's own run directory", rundir.Env, got)
+	}
+	if got := os.Getenv("DBUS_SYSTEM_BUS_ADDRESS"); !strings.HasPrefix(got, "unix:path=/nonexistent/") {
+		t.Errorf("DBUS_SYSTEM_BUS_ADDRESS=%q: the machine's bus stays reachable", got)
 	}
 }

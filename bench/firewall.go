@@ -16,7 +16,8 @@ import (
 // The firewall workload (issue 9): bridge + host-local + firewall, each
 // plugin's exec timed alone (as the per-plugin seed rows: the requests our
 // runtime builds, no result cache) for every plugin set, twice: with the
-// default backend (iptables everywhere: no firewalld runs here) and with
+// default backend (iptables everywhere: the bench's system bus does not
+// exist, see isolate, so no firewalld is ever found or programmed) and with
 // "backend": "nftables" (ours over netlink; the references do not know the
 // value and fall back to iptables, so the same conflist is valid for all
 // three). The floors, in the same iterations: a process start (the exec of

@@ -23,6 +23,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/patchbay-cni/patchbay/internal/rundir"
 )
 
 type options struct {
@@ -142,6 +144,7 @@ func run(ctx context.Context, o *options, stdout io.Writer) (err error) {
 		return err
 	}
 	defer os.RemoveAll(work)
+	isolate(work)
 	e := &env{ns: ns, work: work, n: o.n, tbl: &table{}}
 	for _, im := range []*impl{{"ours", "ours", o.ours}, {"ref", "ref v1.9.1", o.ref}, {"deb", "Debian 1.1.1", o.deb}} {
 		abs, err := filepath.Abs(im.dir)
@@ -201,6 +204,17 @@ func run(ctx context.Context, o *options, stdout io.Writer) (err error) {
 		fmt.Fprintf(os.Stderr, "bench: table written to %s\n", o.out)
 	}
 	return nil
+}
+
+// isolate keeps what the bench runs away from the machine's state: our
+// plugins' locks and records go to a run directory under work
+// (internal/rundir; exec'd plugins inherit the variable), and the D-Bus
+// system bus is one that does not exist, so that no firewall plugin (ours
+// or a reference's, left to pick its backend) finds a firewalld of the
+// machine's and programs the machine's firewall.
+func isolate(work string) {
+	os.Setenv(rundir.Env, filepath.Join(work, "run"))
+	os.Setenv("DBUS_SYSTEM_BUS_ADDRESS", "unix:path=/nonexistent/patchbay-bench-no-system-bus")
 }
 
 // loadAvg is the 1-minute load average: a busy machine makes every number

@@ -11,11 +11,12 @@ import (
 	"time"
 
 	"github.com/patchbay-cni/patchbay/internal/kubetest"
+	"github.com/patchbay-cni/patchbay/internal/testutil"
 	"github.com/patchbay-cni/patchbay/multinet/kube"
 	"github.com/patchbay-cni/patchbay/spec"
 )
 
-func TestMain(m *testing.M) { kubetest.Main(m) }
+func TestMain(m *testing.M) { testutil.Isolate(); kubetest.Main(m) }
 
 // installCRDs applies every file of deploy/crds, as `kubectl apply -f
 // deploy/crds/` would.

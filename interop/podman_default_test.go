@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/patchbay-cni/patchbay/internal/launch"
+	"github.com/patchbay-cni/patchbay/internal/rundir"
 	"github.com/patchbay-cni/patchbay/internal/testutil"
 )
 
@@ -59,41 +61,68 @@ const debianPodmanConflist = `{
 `
 
 // podmanMounts is a private mount namespace, held by a process of ours,
-// in which podman runs: temp dirs cover /var/lib/cni and /run/cni there,
-// so that the default conflist runs unchanged (host-local's default
-// dataDir, the firewall plugin's records and libcni's result cache all
-// land in the test's dirs, not the machine's), and the network namespaces
-// podman mounts under /run/netns live and die with it.
+// in which podman runs: temp dirs appear there as /var/lib/cni and
+// /run/cni, so that the default conflist runs unchanged (host-local's
+// default dataDir, tuning's and libcni's result cache land in the test's
+// dirs, not the machine's; our firewall plugin's records follow
+// PATCHBAY_RUN_DIR, which TestMain sets), and the network namespaces
+// podman mounts under /run/netns live and die with it. Nothing is created
+// on the machine for it: /var/lib and /run are shadowed in that namespace
+// (shadowScript), and what podman creates at their top goes to a tmpfs.
 type podmanMounts struct {
-	holder *exec.Cmd
+	holder *launch.Process
 	ns     string // /proc/PID/ns/mnt
 	varLib string // what podman sees as /var/lib/cni
 	run    string // what it sees as /run/cni
 }
 
+// shadowScript makes $PARENT/$NAME show $SRC in the current (private)
+// mount namespace without creating anything in $PARENT on the machine: a
+// tmpfs at $STAGE gets a bind mount of each entry of $PARENT (symlinks are
+// copied), plus $NAME bound to $SRC, and is then moved over $PARENT. An
+// entry that vanishes meanwhile (another process's lock file) is skipped.
+const shadowScript = `set -eu
+parent=$1 name=$2 src=$3 stage=$4
+mount -t tmpfs -o mode=0755 pbshadow "$stage"
+ls -A "$parent" | while IFS= read -r e; do
+	p="$parent/$e" s="$stage/$e"
+	if [ -L "$p" ]; then
+		cp -P "$p" "$s"
+	elif [ -d "$p" ]; then
+		mkdir "$s"
+		mount --rbind "$p" "$s" || [ ! -e "$p" ]
+	else
+		touch "$s"
+		mount --bind "$p" "$s" || [ ! -e "$p" ]
+	fi
+done
+[ -d "$stage/$name" ] || mkdir "$stage/$name"
+mount --bind "$src" "$stage/$name"
+mount --move "$stage" "$parent"
+`
+
 func newPodmanMounts(t *testing.T) *podmanMounts {
 	t.Helper()
 	m := &podmanMounts{varLib: t.TempDir(), run: t.TempDir()}
-	m.holder = exec.Command("unshare", "--mount", "--propagation", "private", "sleep", "infinity")
-	if err := m.holder.Start(); err != nil {
+	holder, err := launch.Start(exec.Command("unshare", "--mount", "--propagation", "private", "sleep", "infinity"))
+	if err != nil {
 		t.Fatalf("unshare: %v", err)
 	}
+	m.holder = holder
 	t.Cleanup(func() {
-		m.holder.Process.Signal(syscall.SIGKILL)
-		m.holder.Wait()
+		if err := holder.Stop("mount namespace holder", 0, func() error { return holder.Cmd.Process.Kill() }); err != nil {
+			t.Error(err)
+		}
 	})
-	m.ns = fmt.Sprintf("/proc/%d/ns/mnt", m.holder.Process.Pid)
+	m.ns = fmt.Sprintf("/proc/%d/ns/mnt", holder.Pid())
 	self, _ := os.Readlink("/proc/self/ns/mnt")
 	if !waitFor(5*time.Second, func() bool { l, err := os.Readlink(m.ns); return err == nil && l != self }) {
 		t.Fatal("the mount namespace holder did not unshare in 5s")
 	}
-	for target, src := range map[string]string{"/var/lib/cni": m.varLib, "/run/cni": m.run} {
-		// The mount points themselves: CNI's standard directories.
-		if err := os.MkdirAll(target, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if out, err := exec.Command("nsenter", "--mount="+m.ns, "mount", "--bind", src, target).CombinedOutput(); err != nil {
-			t.Fatalf("bind %s over %s: %v: %s", src, target, err, out)
+	for _, sh := range []struct{ parent, name, src string }{{"/var/lib", "cni", m.varLib}, {"/run", "cni", m.run}} {
+		stage := t.TempDir()
+		if out, err := exec.Command("nsenter", "--mount="+m.ns, "sh", "-c", shadowScript, "sh", sh.parent, sh.name, sh.src, stage).CombinedOutput(); err != nil {
+			t.Fatalf("shadow %s/%s with %s: %v: %s", sh.parent, sh.name, sh.src, err, out)
 		}
 	}
 	return m
@@ -136,7 +165,7 @@ func podmanDefaultNetwork(t *testing.T, pluginDir, conflist string) {
 	}
 	m := newPodmanMounts(t)
 	e := newPodmanEnv(t, hostPath, pluginDir)
-	e.mountNS = m.ns
+	e.mountNS, e.varLib = m.ns, m.varLib
 	if conflist != "" {
 		writeFile(t, filepath.Join(e.netDir, "87-podman-bridge.conflist"), conflist)
 	}
@@ -190,9 +219,9 @@ func podmanDefaultNetwork(t *testing.T, pluginDir, conflist string) {
 			t.Errorf("iptables lacks %q:\n%s", want, ipt)
 		}
 	}
-	recs, _ := filepath.Glob(filepath.Join(m.run, "firewall", "podman", "*.json"))
+	recs, _ := filepath.Glob(rundir.Path("firewall", "podman", "*.json"))
 	if len(recs) != 1 {
-		t.Errorf("firewall records in /run/cni/firewall/podman: %v", recs)
+		t.Errorf("firewall records in %s: %v", rundir.Path("firewall", "podman"), recs)
 	}
 
 	e.mustPodman(t, 60*time.Second, "rm", "-f", "-t", "0", name)
@@ -212,7 +241,7 @@ func podmanDefaultNetwork(t *testing.T, pluginDir, conflist string) {
 	if vs, _ := testutil.InNS(t, hostNS, "ip", "-o", "link", "show", "type", "veth"); strings.Contains(vs, "veth") && !strings.Contains(vs, "up0@") {
 		t.Errorf("veth left: %s", vs)
 	}
-	if recs, _ := filepath.Glob(filepath.Join(m.run, "firewall", "*", "*")); len(recs) != 0 {
+	if recs, _ := filepath.Glob(rundir.Path("firewall", "*", "*")); len(recs) != 0 {
 		t.Errorf("firewall records left: %v", recs)
 	}
 	if _, err := os.Stat(filepath.Join(m.varLib, "networks", "podman", ip.String())); !os.IsNotExist(err) {

@@ -25,8 +25,8 @@ type podmanEnv struct {
 	root       string
 	runroot    string
 	// mountNS, if set, is a mount namespace (/proc/PID/ns/mnt) podman
-	// runs in as well (see podmanMounts).
-	mountNS string
+	// runs in as well (see podmanMounts), where varLib is /var/lib/cni.
+	mountNS, varLib string
 }
 
 // requirePodman fails (never skips) when the peers scripts/podman-deps.sh

@@ -75,6 +75,10 @@ func TestPodmanRunsContainerOnOurPlugins(t *testing.T) {
 	uplink(t, hostNS, clientNS)
 
 	e := newPodmanEnv(t, hostPath, pluginDir)
+	// libcni (inside podman) caches results in /var/lib/cni, which podman
+	// 4.3 cannot move: in a private mount namespace it is a temp dir.
+	m := newPodmanMounts(t)
+	e.mountNS, e.varLib = m.ns, m.varLib
 	dataDir := t.TempDir()
 	writeFile(t, filepath.Join(e.netDir, "50-"+pmNet+".conflist"), fmt.Sprintf(`{
   "cniVersion": "1.0.0",
@@ -301,9 +305,9 @@ func checkNothingLeft(t *testing.T, e *podmanEnv, hostNS string, ctr podmanInspe
 			t.Errorf("container netns %s still exists after podman rm (stat: %v)", k, err)
 		}
 	}
-	// libcni (inside podman) caches results in /var/lib/cni; podman 4.3 has
-	// no setting to move it. The DEL must have removed our entry.
-	cache := filepath.Join("/var/lib/cni/results", pmNet+"-"+ctr.ID+"-eth0")
+	// libcni's cache (podman's /var/lib/cni: e.varLib). The DEL must have
+	// removed our entry.
+	cache := filepath.Join(e.varLib, "results", pmNet+"-"+ctr.ID+"-eth0")
 	if _, err := os.Stat(cache); !os.IsNotExist(err) {
 		t.Errorf("libcni cache entry %s left (stat: %v)", cache, err)
 	}

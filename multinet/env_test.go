@@ -30,7 +30,7 @@ import (
 	"github.com/patchbay-cni/patchbay/spec"
 )
 
-func TestMain(m *testing.M) { kubetest.Main(m) }
+func TestMain(m *testing.M) { testutil.Isolate(); kubetest.Main(m) }
 
 var (
 	buildOnce sync.Once

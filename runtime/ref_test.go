@@ -46,7 +46,7 @@ func (e *refEnv) conflist(version string, tuning bool) string {
 	   "ipam":{"type":"host-local","dataDir":%q,"subnet":"10.250.%d.0/24","routes":[{"dst":"0.0.0.0/0"}]}}`,
 		version, e.bridge, e.dataDir, e.subnetOctet)
 	if tuning {
-		s += `,{"type":"tuning","capabilities":{"mac":true},"mtu":1400}`
+		s += fmt.Sprintf(`,{"type":"tuning","dataDir":%q,"capabilities":{"mac":true},"mtu":1400}`, filepath.Join(filepath.Dir(e.dataDir), "tuning"))
 	}
 	return s + "]}"
 }

@@ -10,12 +10,23 @@ import (
 
 	"github.com/patchbay-cni/patchbay/internal/atomicfile"
 	"github.com/patchbay-cni/patchbay/internal/lockfile"
+	"github.com/patchbay-cni/patchbay/internal/rundir"
 	"github.com/patchbay-cni/patchbay/spec"
 )
 
 // LockDir holds the per-attachment locks (see the package doc); a lock's
-// file exists only while its verb runs. A variable so tests can move it.
-var LockDir = "/run/cni/patchbay/locks"
+// file exists only while its verb runs. "" (the default) means LockDirPath's
+// <run dir>/locks: /run/cni/patchbay/locks, unless PATCHBAY_RUN_DIR moves
+// the run directory (internal/rundir). A variable so tests can move it.
+var LockDir = ""
+
+// LockDirPath is the directory the attachment locks are in.
+func LockDirPath() string {
+	if LockDir != "" {
+		return LockDir
+	}
+	return rundir.Path("locks")
+}
 
 // lockEnv names the lock a plugin holds for its delegates: they run under
 // it, in-process or exec'd, and must not wait for it.
@@ -32,7 +43,7 @@ func lockPath(network, containerID, ifName string) string {
 		ns = strings.TrimSuffix(strings.TrimPrefix(l, "net:["), "]")
 	}
 	name := ns + ":" + network + ":" + containerID + ":" + ifName
-	return filepath.Join(LockDir, atomicfile.BoundedName(name, ".lock", ns, network, containerID, ifName))
+	return filepath.Join(LockDirPath(), atomicfile.BoundedName(name, ".lock", ns, network, containerID, ifName))
 }
 
 // lockAttachment takes the attachment's lock for an ADD, CHECK or DEL and

@@ -3,9 +3,15 @@
 package crashtest
 
 import (
+	"os"
+	"os/exec"
+	"path/filepath"
 	"testing"
+	"time"
 
+	"github.com/patchbay-cni/patchbay/internal/launch"
 	"github.com/patchbay-cni/patchbay/internal/seed"
+	"github.com/patchbay-cni/patchbay/internal/testutil"
 )
 
 // cases: one row per plugin chain. Each runs `patchbay add` once per
@@ -34,7 +40,83 @@ var cases = []Case{{
 	CapArgs:  `{"mac":"0a:58:0a:01:00:09","portMappings":[{"hostPort":8080,"containerPort":80,"protocol":"tcp"}]}`,
 	Sysctls:  []string{"net/core/somaxconn"},
 	MinSteps: 30,
+}, {
+	Name: "bridge+host-local, firewall (iptables, same-bridge), 1.1.0",
+	Conflist: `{"cniVersion":"1.1.0","name":"crfwi","plugins":[{"type":"bridge","bridge":"crbr3","isGateway":true,
+		"ipam":{"type":"host-local","subnet":"10.215.0.0/24","dataDir":"{{DIR}}/ipam"}},
+		{"type":"firewall","backend":"iptables","ingressPolicy":"same-bridge","dataDir":"{{DIR}}/fw"}]}`,
+	MinSteps: 25,
+}, {
+	Name: "bridge+host-local, firewall (nftables, isolated), 1.1.0",
+	Conflist: `{"cniVersion":"1.1.0","name":"crfwn","plugins":[{"type":"bridge","bridge":"crbr4","isGateway":true,
+		"ipam":{"type":"host-local","subnet":"10.216.0.0/24","dataDir":"{{DIR}}/ipam"}},
+		{"type":"firewall","backend":"nftables","ingressPolicy":"isolated","dataDir":"{{DIR}}/fw"}]}`,
+	MinSteps: 25,
+}, {
+	Name: "ptp+host-local, bandwidth (both directions: ifb), 1.1.0",
+	Conflist: `{"cniVersion":"1.1.0","name":"crbw","plugins":[{"type":"ptp",
+		"ipam":{"type":"host-local","subnet":"10.217.0.0/24","dataDir":"{{DIR}}/ipam"}},
+		{"type":"bandwidth","ingressRate":1000000,"ingressBurst":100000,"egressRate":2000000,"egressBurst":100000}]}`,
+	MinSteps: 25,
+}, {
+	Name: "bridge+dhcp (a daemon and dnsmasq in the host), 1.1.0",
+	Conflist: `{"cniVersion":"1.1.0","name":"crdhcp","plugins":[{"type":"bridge","bridge":"crbr5",
+		"ipam":{"type":"dhcp","daemonSocketPath":"{{DIR}}/dhcp/dhcp.sock"}}]}`,
+	Setup:    dhcpServers("crbr5"),
+	MinSteps: 15,
 }}
+
+// dhcpServers makes the bridge with the server's address and starts
+// dnsmasq serving DHCP on it and our dhcp daemon (state and socket in
+// dir/dhcp), both in the host namespace, both started and stopped through
+// internal/launch. The bridge plugin uses the bridge as it finds it.
+func dhcpServers(bridge string) func(t *testing.T, host, dir string) {
+	return func(t *testing.T, host, dir string) {
+		for _, args := range [][]string{{"link", "add", bridge, "type", "bridge"}, {"addr", "add", "10.218.0.1/24", "dev", bridge},
+			{"link", "set", bridge, "up"}} {
+			if out, err := exec.Command("ip", append([]string{"-n", host}, args...)...).CombinedOutput(); err != nil {
+				t.Fatalf("ip %v: %v: %s", args, err, out)
+			}
+		}
+		d := filepath.Join(dir, "dhcp")
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		start := func(name, log string, argv ...string) {
+			f, err := os.Create(filepath.Join(d, log))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			cmd := exec.Command("ip", append([]string{"netns", "exec", host}, argv...)...)
+			cmd.Stdout, cmd.Stderr = f, f
+			p, err := launch.Start(cmd)
+			if err != nil {
+				t.Fatalf("start %s: %v", name, err)
+			}
+			t.Cleanup(func() {
+				if err := p.Stop(name, 10*time.Second, nil); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		start("dnsmasq", "dnsmasq.log", "dnsmasq", "--keep-in-foreground", "--conf-file=/dev/null", "--user=root", "--group=root",
+			"--port=0", "--no-resolv", "--no-hosts", "--interface="+bridge, "--bind-interfaces", "--no-ping",
+			"--dhcp-range=10.218.0.10,10.218.0.200,255.255.255.0,2m", "--dhcp-option=option:router,10.218.0.1",
+			"--dhcp-leasefile="+filepath.Join(d, "dnsmasq.leases"), "--pid-file=")
+		sock := filepath.Join(d, "dhcp.sock")
+		start("dhcp daemon", "daemon.log", filepath.Join(testutil.OurBin(t), "dhcp"), "daemon", "-socketpath", sock,
+			"-statedir", filepath.Join(d, "state"), "-timeout", "1s", "-resendtimeout", "20s")
+		for end := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			if _, err := os.Stat(sock); err == nil {
+				break
+			}
+			if time.Now().After(end) {
+				t.Fatal("the dhcp daemon made no socket in 10 s")
+			}
+		}
+	}
+}
 
 // TestCrashConsistency kills each case's ADD, then its DEL, at every
 // state-changing step (see the package doc) and checks what the following

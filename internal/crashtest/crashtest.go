@@ -16,11 +16,9 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/patchbay-cni/patchbay/internal/netns"
+	"github.com/patchbay-cni/patchbay/internal/rundir"
 	"github.com/patchbay-cni/patchbay/internal/testutil"
-	"github.com/patchbay-cni/patchbay/skel"
 	"github.com/patchbay-cni/patchbay/spec"
 )
 
@@ -39,6 +37,10 @@ type Case struct {
 	// MinSteps guards the harness: the ADD must have at least this many
 	// state-changing steps.
 	MinSteps int
+	// Setup, if set, prepares the host namespace (named host) before the
+	// first ADD: servers a plugin needs (they run untraced and are never
+	// killed), with dir the case's state directory ("{{DIR}}").
+	Setup func(t *testing.T, host, dir string)
 }
 
 const (
@@ -116,6 +118,9 @@ func setup(t *testing.T, c Case) *world {
 	w := &world{t: t, c: c, bin: testutil.OurBin(t), dir: t.TempDir()}
 	w.host, w.hostPath = testutil.NewNS(t, "crh")
 	w.cont, w.contPath = testutil.NewNS(t, "crc")
+	if c.Setup != nil {
+		c.Setup(t, w.host, w.dir)
+	}
 	conf := strings.ReplaceAll(c.Conflist, "{{DIR}}", w.dir)
 	list, err := spec.ParseConfList([]byte(conf))
 	if err != nil {
@@ -129,8 +134,11 @@ func setup(t *testing.T, c Case) *world {
 	if err := os.WriteFile(filepath.Join(w.confDir, "10-crash.conflist"), []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// The run directory (attachment locks, the firewall layer's locks and
+	// records) is the world's own: the file walk of the snapshot covers it.
 	w.env = []string{"PATH=" + os.Getenv("PATH"), "NETCONFPATH=" + w.confDir, "CNI_PATH=" + w.bin,
-		"CNI_CACHE_DIR=" + filepath.Join(w.dir, "cache"), "CNI_CONTAINERID=" + containerID, "CNI_IFNAME=" + ifName}
+		"CNI_CACHE_DIR=" + filepath.Join(w.dir, "cache"), "CNI_CONTAINERID=" + containerID, "CNI_IFNAME=" + ifName,
+		rundir.Env + "=" + filepath.Join(w.dir, "run"), "DBUS_SYSTEM_BUS_ADDRESS=" + testutil.NoSystemBus}
 	if c.CapArgs != "" {
 		w.env = append(w.env, "CAP_ARGS="+c.CapArgs)
 	}
@@ -242,9 +250,10 @@ func union(a, b map[string]int) map[string]int {
 }
 
 // snapshot lists what exists: links, addresses and routes in both
-// namespaces (IPv6 link-local ones aside: they follow MACs), nftables lines
-// in the host namespace, files under the state directory, and this
-// attachment's lock file. Values count duplicates.
+// namespaces (IPv6 link-local ones aside: they follow MACs), nftables,
+// iptables and ip6tables lines and qdiscs in the host namespace, and files
+// and directories under the state directory (the run directory with the
+// attachment's lock file included). Values count duplicates.
 func (w *world) snapshot() map[string]int {
 	w.t.Helper()
 	s := map[string]int{}
@@ -290,30 +299,38 @@ func (w *world) snapshot() map[string]int {
 			}
 		}
 	}
-	filepath.WalkDir(w.dir, func(p string, d os.DirEntry, err error) error {
-		if err == nil && !d.IsDir() && !strings.HasPrefix(p, w.confDir) {
-			rel, _ := filepath.Rel(w.dir, p)
-			s["file "+rel]++
+	// iptables and ip6tables (with the legacy backend the rules are not in
+	// nft's view), and the host's qdiscs (bandwidth's ifb devices carry
+	// theirs; the host veth's go with it).
+	for _, cmd := range [][]string{{"iptables-save"}, {"ip6tables-save"}, {"tc", "qdisc", "show"}} {
+		out, err := testutil.InNS(w.t, w.host, cmd...)
+		if err != nil {
+			w.t.Fatalf("%v: %v: %s", cmd, err, out)
 		}
-		return nil
-	})
-	// Lock files are named <host netns inode>:<network>:<container>:<ifname>;
-	// other cases run the same network and container in their own host.
-	var st unix.Stat_t
-	if err := unix.Stat(w.hostPath, &st); err != nil {
-		w.t.Fatal(err)
-	}
-	if ents, err := os.ReadDir(skel.LockDir); err == nil {
-		for _, e := range ents {
-			if strings.HasPrefix(e.Name(), fmt.Sprintf("%d:%s:%s:", st.Ino, w.network, containerID)) {
-				s["lock file "+e.Name()]++
+		for _, line := range strings.Split(out, "\n") {
+			if line = strings.TrimSpace(xtCounters.ReplaceAllString(line, "")); line != "" && !strings.HasPrefix(line, "#") {
+				s[cmd[0]+" "+line]++
 			}
 		}
 	}
+	filepath.WalkDir(w.dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && p != w.dir && !strings.HasPrefix(p, w.confDir) {
+			rel, _ := filepath.Rel(w.dir, p)
+			if d.IsDir() {
+				s["directory "+rel]++ // an empty one left by a kill counts too
+			} else {
+				s["file "+rel]++
+			}
+		}
+		return nil
+	})
 	return s
 }
 
-var counters = regexp.MustCompile(`counter packets \d+ bytes \d+`)
+var (
+	counters   = regexp.MustCompile(`counter packets \d+ bytes \d+`)
+	xtCounters = regexp.MustCompile(`\[\d+:\d+\]`)
+)
 
 func (w *world) ipJSON(ns string, into any, args ...string) {
 	w.t.Helper()

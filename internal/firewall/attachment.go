@@ -27,15 +27,15 @@ func AttachmentComment(a Attachment, what string) (Comment, Owner, error) {
 	return c, Owner{Prefix: instanceHash(a) + ","}, nil
 }
 
-// NetworkOwner selects the rules of feature what of every attachment of
-// network except those in keep (GC).
-func NetworkOwner(network, what string, keep []Attachment) Owner {
-	o := Owner{Prefix: networkHash(network) + "-", Keep: map[string]bool{}}
+// NetworkOwner selects the rules of every attachment of network (in a
+// table of one feature) except those in keep (GC), which are kept by the
+// tag their comments start with (see AttachmentComment): a hash of
+// strings, which every attachment has, whatever the rest of its comment.
+func NetworkOwner(network string, keep []Attachment) Owner {
+	o := Owner{Prefix: networkHash(network) + "-"}
 	for _, a := range keep {
 		a.Network = network
-		if c, _, err := AttachmentComment(a, what); err == nil {
-			o.Keep[c.s] = true
-		}
+		o.KeepPrefixes = append(o.KeepPrefixes, instanceHash(a)+",")
 	}
 	return o
 }

@@ -20,9 +20,6 @@ type iptBackend struct{ s *Session }
 
 func (b *iptBackend) Kind() Kind { return IPTables }
 
-// iptLock serialises our writers (all plugins, all backends' iptables use).
-const iptLock = "/run/patchbay-iptables.lock"
-
 func tool(f Family, what string) string {
 	if f == IPv6 {
 		return "ip6tables-" + what
@@ -238,7 +235,7 @@ func (b *iptBackend) Apply(rss ...*Ruleset) error {
 			return fmt.Errorf("firewall: an iptables ruleset needs a family")
 		}
 	}
-	return WithLock(iptLock, func() error {
+	return WithLock(b.s.ctx, iptLock, func() error {
 		type done struct {
 			fam  Family
 			undo *iptScript
@@ -293,7 +290,7 @@ func (b *iptBackend) Remove(sel Selector) error {
 	if err != nil {
 		return err
 	}
-	return WithLock(iptLock, func() error {
+	return WithLock(b.s.ctx, iptLock, func() error {
 		var errs []error
 		fams := families(sel.Table.Family)
 		for _, fam := range fams {

@@ -218,9 +218,9 @@ func (s *Session) TeardownMasquerade(k Kind, ips []netip.Prefix, a Attachment) e
 // GCMasquerade removes the nftables masquerade rules of network whose
 // attachment is not in valid.
 func (s *Session) GCMasquerade(network string, valid []spec.Attachment) error {
-	keep := map[string]bool{}
+	var keep []string
 	for _, v := range valid {
-		keep[masqComment(Attachment{Network: network, IfName: v.IfName, ContainerID: v.ContainerID})] = true
+		keep = append(keep, instanceHash(Attachment{Network: network, IfName: v.IfName, ContainerID: v.ContainerID})+",")
 	}
-	return s.Backend(NFTables).Remove(Selector{Table: masqTable, Owner: Owner{Prefix: networkHash(network), Keep: keep}, In: []Name{masqChecks}})
+	return s.Backend(NFTables).Remove(Selector{Table: masqTable, Owner: Owner{Prefix: networkHash(network), KeepPrefixes: keep}, In: []Name{masqChecks}})
 }

@@ -83,16 +83,25 @@ type Chain struct {
 }
 
 // Owner selects rules by their comment: equal to Exact, or starting with
-// Prefix; comments in Keep are never selected (GC keeps valid attachments).
+// Prefix; comments in Keep, and comments starting with one of
+// KeepPrefixes, are never selected (GC keeps valid attachments: by the
+// tag their comments start with where they have one, which still matches
+// when the rest of the comment was cut or worded otherwise).
 type Owner struct {
-	Exact  string
-	Prefix string
-	Keep   map[string]bool
+	Exact        string
+	Prefix       string
+	Keep         map[string]bool
+	KeepPrefixes []string
 }
 
 func (o Owner) owns(comment string) bool {
 	if o.Keep[comment] {
 		return false
+	}
+	for _, p := range o.KeepPrefixes {
+		if strings.HasPrefix(comment, p) {
+			return false
+		}
 	}
 	if o.Exact != "" {
 		return comment == o.Exact

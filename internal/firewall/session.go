@@ -1,6 +1,7 @@
 package firewall
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -8,6 +9,8 @@ import (
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/patchbay-cni/patchbay/internal/lockfile"
+	"github.com/patchbay-cni/patchbay/internal/rundir"
 	"github.com/patchbay-cni/patchbay/spec"
 )
 
@@ -19,12 +22,19 @@ import (
 // a socket that committed a deletion waits an RCU grace period, which is
 // paid once per invocation instead of once per transaction.
 type Session struct {
-	c  *nftables.Conn
-	nl *netlink.Conn // the socket under c, to size its buffers per batch
+	ctx context.Context // bounds waits for our locks
+	c   *nftables.Conn
+	nl  *netlink.Conn // the socket under c, to size its buffers per batch
 }
 
 // NewSession returns a session; nothing is opened until a backend needs it.
-func NewSession() *Session { return &Session{} }
+// Its waits for the layer's locks are bounded only by the process's life
+// (a runtime kills a plugin past its timeout); NewSessionContext bounds
+// them by ctx.
+func NewSession() *Session { return NewSessionContext(context.Background()) }
+
+// NewSessionContext is NewSession whose lock waits end with ctx.
+func NewSessionContext(ctx context.Context) *Session { return &Session{ctx: ctx} }
 
 // Backend returns the backend of that kind.
 func (s *Session) Backend(k Kind) Backend {
@@ -76,25 +86,30 @@ func retryable(err error) bool {
 	return false
 }
 
-// nftLock serialises our nftables read-plan-commit cycles across
-// processes: two first ADDs must not both add a shared chain's entry rule.
-// (nft guards this with the batch's generation ID, which the library
-// cannot send.)
-const nftLock = "/run/patchbay-nftables.lock"
+// Lock names, in the run directory (internal/rundir). nftLock
+// serialises our nftables read-plan-commit cycles across processes: two
+// first ADDs must not both add a shared chain's entry rule (nft guards this
+// with the batch's generation ID, which the library cannot send). iptLock
+// serialises our iptables-save/iptables-restore cycles.
+const (
+	nftLock = "nftables.lock"
+	iptLock = "iptables.lock"
+)
 
-// WithLock runs f holding an exclusive flock on path: how our plugins
-// serialise read-decide-write cycles across processes (the backends use
-// one lock each; a plugin may hold one of its own around them, never the
-// other way round).
-func WithLock(path string, f func() error) error {
-	fd, err := unix.Open(path, unix.O_CREAT|unix.O_RDWR|unix.O_CLOEXEC, 0o600)
+// WithLock runs f holding the exclusive lock name (a file in the run
+// directory, internal/rundir): how our plugins serialise read-decide-write
+// cycles across processes (the backends use one lock each; a plugin may
+// hold one of its own around them, never the other way round). Waiting
+// ends with ctx. The lock file stays for the next holder.
+func WithLock(ctx context.Context, name string, f func() error) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	l, err := lockfile.Acquire(ctx, rundir.Path(name))
 	if err != nil {
-		return fmt.Errorf("open %s: %w", path, err)
+		return err
 	}
-	defer unix.Close(fd)
-	if err := unix.Flock(fd, unix.LOCK_EX); err != nil {
-		return fmt.Errorf("lock %s: %w", path, err)
-	}
+	defer l.Unlock(false)
 	return f()
 }
 
@@ -108,7 +123,7 @@ func (s *Session) nftRetry(f func(tx *nftTx) error) error {
 		if c, err = s.conn(); err != nil {
 			return err
 		}
-		err = WithLock(nftLock, func() error { return f(newTx(s, c)) })
+		err = WithLock(s.ctx, nftLock, func() error { return f(newTx(s, c)) })
 		if err == nil {
 			return nil
 		}

@@ -39,13 +39,21 @@ func RunPlugin(t testing.TB, p skel.Plugin, nsPath string, env map[string]string
 	return out.String(), code
 }
 
-// RunRefPlugin runs the reference plugin binary of type typ (RefBin) inside
-// the named network namespace ("" for the caller's) with env as its whole
-// environment (CNI_PATH defaults to a directory that does not exist), and
-// returns its stdout and exit code.
+// RunRefPlugin runs the reference plugin binary of type typ (RefBin) as
+// RunBinary does.
 func RunRefPlugin(t testing.TB, typ, nsName string, env map[string]string, config string) (string, int) {
 	t.Helper()
-	bin := filepath.Join(RefBin(t), typ)
+	return RunBinary(t, filepath.Join(RefBin(t), typ), nsName, env, config)
+}
+
+// RunBinary runs the plugin executable bin (ours, a reference's) inside the
+// named network namespace ("" for the caller's) with env as its whole
+// environment (CNI_PATH defaults to a directory that does not exist) and
+// config on stdin, and returns its stdout and exit code; its stderr goes
+// to the test log. Safe from any goroutine: a binary that cannot be run is
+// an error of the test and exit code -1.
+func RunBinary(t testing.TB, bin, nsName string, env map[string]string, config string) (string, int) {
+	t.Helper()
 	c := exec.Command(bin)
 	if nsName != "" {
 		c = exec.Command("ip", "netns", "exec", nsName, bin)
@@ -58,11 +66,12 @@ func RunRefPlugin(t testing.TB, typ, nsName string, env map[string]string, confi
 	var out, errb bytes.Buffer
 	c.Stdout, c.Stderr = &out, &errb
 	err := c.Run()
-	if _, ok := err.(*exec.ExitError); err != nil && !ok {
-		t.Fatalf("run the reference %s: %v", typ, err)
-	}
 	if errb.Len() > 0 {
-		t.Logf("reference %s stderr: %s", typ, errb.String())
+		t.Logf("%s %s stderr: %s", filepath.Base(bin), env["CNI_COMMAND"], errb.String())
+	}
+	if _, ok := err.(*exec.ExitError); err != nil && !ok {
+		t.Errorf("run %s: %v", bin, err)
+		return out.String(), -1
 	}
 	return out.String(), c.ProcessState.ExitCode()
 }

@@ -72,11 +72,15 @@ func Main(m *testing.M) { os.Exit(Wrap(m.Run)) }
 // MainWith is Main for a package whose VM needs more than the default,
 // e.g. network cards: vmtest.MainWith(m, vmtest.Options{NICs: 2}). The
 // environment's knobs (README) still apply on top.
-func MainWith(m *testing.M, o Options) {
+func MainWith(m *testing.M, o Options) { os.Exit(WrapWith(o, m.Run)) }
+
+// WrapWith is Wrap for a package whose VM needs more than the default
+// (see MainWith).
+func WrapWith(o Options, run func() int) int {
 	shared.mu.Lock()
 	shared.base = o
 	shared.mu.Unlock()
-	Main(m)
+	return Wrap(run)
 }
 
 // Wrap is Main for a TestMain that does more around m.Run:

@@ -163,7 +163,7 @@ func ensureTbf(host *link.NS, l netlink.Link, s *shape, undo *link.Undo) error {
 		return nil
 	}
 	if !errors.Is(err, unix.EEXIST) {
-		return fmt.Errorf("bandwidth: set tbf on %q (%s %d, %s %d): %w", name, s.rateKey, s.rateBits, s.burstKey, s.burstBits, err)
+		return fmt.Errorf("set tbf on %q (%s %d, %s %d): %w", name, s.rateKey, s.rateBits, s.burstKey, s.burstBits, err)
 	}
 	old, err := rootQdisc(host, l)
 	if err != nil {
@@ -175,10 +175,10 @@ func ensureTbf(host *link.NS, l netlink.Link, s *shape, undo *link.Undo) error {
 		if old != nil {
 			what = old.Type() + " " + netlink.HandleStr(old.Attrs().Handle)
 		}
-		return spec.Errorf(spec.ErrInternal, "bandwidth: %q already has a root qdisc (%s): not replacing it", name, what)
+		return spec.Errorf(spec.ErrInternal, "%q already has a root qdisc (%s): not replacing it", name, what)
 	}
 	if err := host.ReplaceTbf(t); err != nil {
-		return fmt.Errorf("bandwidth: set tbf on %q (%s %d, %s %d): %w", name, s.rateKey, s.rateBits, s.burstKey, s.burstBits, err)
+		return fmt.Errorf("set tbf on %q (%s %d, %s %d): %w", name, s.rateKey, s.rateBits, s.burstKey, s.burstBits, err)
 	}
 	undo.Push("put back the root qdisc of "+name, func() error {
 		return host.ReplaceTbf(link.Tbf{LinkIndex: idx, Rate: was.Rate, Limit: was.Limit, Buffer: was.Buffer})
@@ -196,15 +196,15 @@ func ensureIfb(host *link.NS, network, ifName, name string, mtu int, undo *link.
 		return existingIfb(host, network, ifName, name)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("bandwidth: create ifb device %q: %w", name, err)
+		return nil, fmt.Errorf("create ifb device %q: %w", name, err)
 	}
 	undo.Push("delete "+name, func() error { _, err := host.DelLink(name); return err })
 	if ifb.Index == 0 {
-		return nil, fmt.Errorf("bandwidth: the new ifb device %q has no index", name)
+		return nil, fmt.Errorf("the new ifb device %q has no index", name)
 	}
 	// The kernel ignores IFLA_IFALIAS in a link's creation request.
 	if err := host.H.LinkSetAlias(ifb, ifbAlias(network, ifName)); err != nil {
-		return nil, fmt.Errorf("bandwidth: set the alias of %q: %w", name, err)
+		return nil, fmt.Errorf("set the alias of %q: %w", name, err)
 	}
 	return ifb, nil
 }
@@ -217,14 +217,14 @@ func existingIfb(host *link.NS, network, ifName, name string) (netlink.Link, err
 		return nil, fmt.Errorf("look up %q: %w", name, err)
 	}
 	if l.Type() != "ifb" {
-		return nil, spec.Errorf(spec.ErrInternal, "bandwidth: %q exists and is a %s, not an ifb device", name, l.Type())
+		return nil, spec.Errorf(spec.ErrInternal, "%q exists and is a %s, not an ifb device", name, l.Type())
 	}
 	if why := ownerMismatch(l.Attrs().Alias, network, ifName); why != "" {
-		return nil, spec.Errorf(spec.ErrInternal, "bandwidth: ifb device %q exists and is not this attachment's: %s", name, why)
+		return nil, spec.Errorf(spec.ErrInternal, "ifb device %q exists and is not this attachment's: %s", name, why)
 	}
 	if l.Attrs().Flags&net.FlagUp == 0 {
 		if err := host.H.LinkSetUp(l); err != nil {
-			return nil, fmt.Errorf("bandwidth: set %q up: %w", name, err)
+			return nil, fmt.Errorf("set %q up: %w", name, err)
 		}
 	}
 	return l, nil
@@ -252,11 +252,11 @@ func ensureRedirect(host *link.NS, hostIf, ifb netlink.Link, undo *link.Undo) er
 			}
 		}
 	default:
-		return fmt.Errorf("bandwidth: add an ingress qdisc to %q: %w", name, err)
+		return fmt.Errorf("add an ingress qdisc to %q: %w", name, err)
 	}
 	u32 := redirectFilter(hostIf.Attrs().Index, ifb.Attrs().Index)
 	if err := host.H.FilterAdd(u32); err != nil {
-		return fmt.Errorf("bandwidth: add the filter redirecting %q to %q: %w", name, ifb.Attrs().Name, err)
+		return fmt.Errorf("add the filter redirecting %q to %q: %w", name, ifb.Attrs().Name, err)
 	}
 	undo.Push("delete the redirect filter of "+name, func() error { return delRedirects(host, hostIf, ifb.Attrs().Index) })
 	return nil

@@ -75,7 +75,7 @@ type config struct {
 func (c *config) shaped() bool { return c.ingress != nil || c.egress != nil }
 
 func invalid(format string, a ...any) error {
-	return spec.Errorf(spec.ErrInvalidNetworkConfig, "bandwidth: "+format, a...)
+	return spec.Errorf(spec.ErrInvalidNetworkConfig, format, a...)
 }
 
 // load decodes and validates the configuration. The bandwidth capability

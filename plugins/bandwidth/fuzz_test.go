@@ -1,21 +1,21 @@
 package bandwidth
 
 import (
-	"encoding/json"
-	"errors"
 	"math"
 	"testing"
 
 	"github.com/patchbay-cni/patchbay/internal/link"
-	"github.com/patchbay-cni/patchbay/spec"
+	"github.com/patchbay-cni/patchbay/internal/testutil"
 )
 
-// FuzzConfig: the configuration never panics; it is refused with code 7
-// naming a key, or it yields tbfs the kernel takes as they are: a rate of
-// at least one byte per second, a non-empty bucket whose buffer fits its
-// 32 bits (or goes as bytes), and a queue that holds the bucket within 32
-// bits.
+// FuzzConfig: the configuration, through skel as a real invocation
+// (testutil.FuzzConfig), never panics; it is refused with a configuration
+// error that does not name the plugin, or it yields tbfs the kernel takes
+// as they are: a rate of at least one byte per second, a non-empty bucket
+// whose buffer fits its 32 bits (or goes as bytes), and a queue that holds
+// the bucket within 32 bits.
 func FuzzConfig(f *testing.F) {
+	var seeds [][2]string
 	for _, s := range []string{
 		`{}`,
 		`{` + bothKeys + `}`,
@@ -27,21 +27,9 @@ func FuzzConfig(f *testing.F) {
 		`{"runtimeConfig":{"bandwidth":null},"egressRate":"1","egressBurst":[1]}`,
 		`{"runtimeConfig":{"bandwidth":[]}}`,
 	} {
-		f.Add([]byte(s))
+		seeds = append(seeds, [2]string{withBase(`{"cniVersion":"1.1.0","name":"fuzznet","type":"bandwidth"}`, s), ""})
 	}
-	f.Fuzz(func(t *testing.T, data []byte) {
-		var n netConf
-		if json.Unmarshal(data, &n) != nil {
-			return // the SDK refuses it with code 6 before load runs
-		}
-		c, err := parse("fuzznet", &n)
-		if err != nil {
-			var ce *spec.Error
-			if !errors.As(err, &ce) || ce.Code != spec.ErrInvalidNetworkConfig {
-				t.Fatalf("error without code 7: %v", err)
-			}
-			return
-		}
+	testutil.FuzzConfig(f, Plugin(), seeds, load, func(t *testing.T, c *config) {
 		for _, s := range []*shape{c.ingress, c.egress} {
 			if s == nil {
 				continue
@@ -61,4 +49,12 @@ func FuzzConfig(f *testing.F) {
 			}
 		}
 	})
+}
+
+// withBase joins the keys of two JSON objects (written as text: seeds).
+func withBase(base, keys string) string {
+	if keys == "{}" {
+		return base
+	}
+	return base[:len(base)-1] + "," + keys[1:]
 }

@@ -111,24 +111,78 @@ func (zeros) Read(p []byte) (int, error) { clear(p); return len(p), nil }
 // Kubelet's "no limit" burst (2^31-1 bits, 256 MiB) at 1 Mbit/s is 2147 s
 // of sending: more than the 32 bits of ticks a tbf's buffer field holds.
 // The reference wraps it to 218 s (27 MB); here the kernel gets the whole
-// bucket in bytes, so 64 MB pass at once before the rate applies.
+// bucket in bytes, so 64 MiB pass at once before the rate applies. The
+// evidence is the tbf's own counters, not the time taken: a tbf that runs
+// out of tokens counts an overlimit.
 func TestWideBurstIsWhole(t *testing.T) {
 	f := newFixture(t)
 	cfg := conf("1.0.0", `"ingressRate":1000000,"ingressBurst":2147483647`, f.prevResult("1.0.0"))
 	out := f.mustRun("ADD", cfg)
 	f.mustRun("CHECK", conf("1.0.0", `"ingressRate":1000000,"ingressBurst":2147483647`, out))
-	d, ok := transfer(t, f.hostPath, f.contPath, netip.AddrPortFrom(netip.MustParseAddr(contIP4), 5210), 64<<20, 20*time.Second)
+	// At 1 Mbit/s without the whole bucket, 64 MiB would take 9 minutes.
+	d, ok := transfer(t, f.hostPath, f.contPath, netip.AddrPortFrom(netip.MustParseAddr(contIP4), 5210), 64<<20, 120*time.Second)
 	if !ok {
 		t.Fatalf("64 MiB did not pass within %v: the bucket is smaller than configured", d)
 	}
+	if sent, over := f.tbfStats(f.hostIf); over != 0 || sent < 64<<20 {
+		t.Errorf("after 64 MiB our tbf counts %d bytes sent and %d overlimits: want all of it sent and no overlimit (the bucket never ran out)", sent, over)
+	}
 	t.Logf("64 MiB through a 1 Mbit/s tbf with a 256 MiB bucket in %v", d.Round(time.Millisecond))
 
-	// The reference's bucket for the same configuration holds 27 MB.
+	// The reference's bucket for the same configuration holds 27 MB: a
+	// sender that does not stop empties it before 64 MiB have passed.
 	r := newFixture(t)
 	if o, rc := r.runRef("ADD", cfg); rc != 0 {
 		t.Fatalf("reference ADD: %s", o)
 	}
-	if d, ok := transfer(t, r.hostPath, r.contPath, netip.AddrPortFrom(netip.MustParseAddr(contIP4), 5211), 64<<20, 3*time.Second); ok {
-		t.Errorf("64 MiB passed the reference's tbf in %v: its bucket is not the wrapped one this test expects", d)
+	stop := stream(t, r.hostPath, r.contPath, netip.AddrPortFrom(netip.MustParseAddr(contIP4), 5211))
+	defer stop()
+	var sent, over uint64
+	for end := time.Now().Add(120 * time.Second); over == 0 && sent < 64<<20 && time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		sent, over = r.tbfStats(r.hostIf)
 	}
+	if over == 0 || sent >= 64<<20 {
+		t.Errorf("the reference's tbf counts %d bytes sent and %d overlimits: its bucket is not the wrapped one this test expects", sent, over)
+	}
+	t.Logf("the reference's tbf ran out of tokens after %d bytes", sent)
+}
+
+// tbfStats reads the bytes sent and the overlimits of dev's root tbf in
+// the host namespace.
+func (f *fixture) tbfStats(dev string) (sent, overlimits uint64) {
+	f.t.Helper()
+	for _, q := range f.jsonOut(f.host, "tc -s -j qdisc show dev "+dev) {
+		if q["kind"] == "tbf" {
+			b, _ := q["bytes"].(float64)
+			o, _ := q["overlimits"].(float64)
+			return uint64(b), uint64(o)
+		}
+	}
+	f.t.Fatalf("no tbf on %s", dev)
+	return 0, 0
+}
+
+// stream sends zeros over TCP from the namespace at fromPath to a receiver
+// on addr in the namespace at toPath that discards them, until stop.
+func stream(t *testing.T, fromPath, toPath string, addr netip.AddrPort) (stop func()) {
+	t.Helper()
+	var ln net.Listener
+	if err := netns.Do(toPath, func() (err error) { ln, err = net.Listen("tcp", addr.String()); return err }); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		io.Copy(io.Discard, c)
+	}()
+	var conn net.Conn
+	if err := netns.Do(fromPath, func() (err error) { conn, err = net.DialTimeout("tcp", addr.String(), 5*time.Second); return err }); err != nil {
+		ln.Close()
+		t.Fatal(err)
+	}
+	go io.Copy(conn, zeros{})
+	return func() { conn.Close(); ln.Close() }
 }

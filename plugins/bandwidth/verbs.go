@@ -28,7 +28,7 @@ func del(a *skel.CmdArgs) error {
 	defer host.Close()
 	ifb, err := host.FindLink(name)
 	if err != nil {
-		return fmt.Errorf("bandwidth: look up %q: %w", name, err)
+		return fmt.Errorf("look up %q: %w", name, err)
 	}
 	if ifb != nil {
 		if why := ownerMismatch(ifb.Attrs().Alias, network, a.IfName); ifb.Type() != "ifb" || why != "" {
@@ -46,7 +46,7 @@ func del(a *skel.CmdArgs) error {
 	}
 	if ifb != nil {
 		if _, err := host.DelLink(name); err != nil {
-			return fmt.Errorf("bandwidth: %w", err)
+			return err
 		}
 	}
 	return nil
@@ -97,13 +97,13 @@ func unshapeHostEnd(a *skel.CmdArgs, host *link.NS, ifb netlink.Link) error {
 		errs = append(errs, ignoreGone(host.H.QdiscDel(t)))
 	}
 	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("bandwidth: remove the shaping of %q: %w", name, err)
+		return fmt.Errorf("remove the shaping of %q: %w", name, err)
 	}
 	return nil
 }
 
 func checkErr(format string, a ...any) error {
-	return spec.Errorf(spec.ErrInternal, "bandwidth CHECK: "+format, a...)
+	return spec.Errorf(spec.ErrInternal, format, a...)
 }
 
 // check verifies that the kernel holds exactly the configured shaping:
@@ -143,7 +143,7 @@ func check(a *skel.CmdArgs) error {
 	name := ifbName(c.name, a.ContainerID)
 	ifb, err := host.FindLink(name)
 	if err != nil {
-		return fmt.Errorf("bandwidth: look up %q: %w", name, err)
+		return fmt.Errorf("look up %q: %w", name, err)
 	}
 	if ifb != nil && (ifb.Type() != "ifb" || ownerMismatch(ifb.Attrs().Alias, c.name, a.IfName) != "") {
 		ifb = nil // not this attachment's
@@ -254,7 +254,7 @@ func gc(a *skel.CmdArgs) error {
 	defer host.Close()
 	links, err := host.LinkList()
 	if err != nil {
-		return fmt.Errorf("bandwidth GC: list links: %w", err)
+		return fmt.Errorf("list links: %w", err)
 	}
 	tag := networkTag(network)
 	var errs []error
@@ -270,7 +270,7 @@ func gc(a *skel.CmdArgs) error {
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("bandwidth GC: %w", err)
+		return err
 	}
 	return nil
 }

@@ -159,20 +159,20 @@ func socketPath(stdin []byte) string {
 func parseConf(stdin []byte, containerID, ifName, cniArgs string) (*leaseConf, string, error) {
 	var n netConf
 	if err := json.Unmarshal(stdin, &n); err != nil {
-		return nil, "", spec.NewError(spec.ErrDecodingFailure, "dhcp: failed to decode network configuration", err.Error())
+		return nil, "", spec.NewError(spec.ErrDecodingFailure, "failed to decode network configuration", err.Error())
 	}
 	if n.IPAM == nil {
-		return nil, "", spec.Errorf(spec.ErrInvalidNetworkConfig, "dhcp: missing required key \"ipam\"")
+		return nil, "", spec.Errorf(spec.ErrInvalidNetworkConfig, "missing required key \"ipam\"")
 	}
 	sock := DefaultSocketPath
 	if p := n.IPAM.DaemonSocketPath; p != "" {
 		if !filepath.IsAbs(p) {
-			return nil, "", spec.Errorf(spec.ErrInvalidNetworkConfig, "dhcp: ipam.daemonSocketPath %q is not an absolute path", p)
+			return nil, "", spec.Errorf(spec.ErrInvalidNetworkConfig, "ipam.daemonSocketPath %q is not an absolute path", p)
 		}
 		sock = filepath.Clean(p)
 	}
 	if n.IPAM.Priority < 0 {
-		return nil, "", spec.Errorf(spec.ErrInvalidNetworkConfig, "dhcp: ipam.priority %d must not be negative", n.IPAM.Priority)
+		return nil, "", spec.Errorf(spec.ErrInvalidNetworkConfig, "ipam.priority %d must not be negative", n.IPAM.Priority)
 	}
 	c := &leaseConf{Network: n.Name, ContainerID: containerID, IfName: ifName, Priority: n.IPAM.Priority}
 
@@ -189,16 +189,16 @@ func parseConf(stdin []byte, containerID, ifName, cniArgs string) (*leaseConf, s
 			return nil, "", err
 		}
 		if p.Value == "" && p.FromArg == "" {
-			return nil, "", spec.Errorf(spec.ErrInvalidNetworkConfig, "dhcp: %s (option %q) needs \"value\" or \"fromArg\"", field, p.Option)
+			return nil, "", spec.Errorf(spec.ErrInvalidNetworkConfig, "%s (option %q) needs \"value\" or \"fromArg\"", field, p.Option)
 		}
 		if len(p.Value) > 255 {
-			return nil, "", spec.Errorf(spec.ErrInvalidNetworkConfig, "dhcp: %s.value is %d bytes long; a DHCP option holds at most 255", field, len(p.Value))
+			return nil, "", spec.Errorf(spec.ErrInvalidNetworkConfig, "%s.value is %d bytes long; a DHCP option holds at most 255", field, len(p.Value))
 		}
 		val := p.Value
 		if p.FromArg != "" {
 			if v, ok := args[p.FromArg]; ok {
 				if len(v) > 255 {
-					return nil, "", spec.Errorf(spec.ErrInvalidNetworkConfig, "dhcp: %s.fromArg: CNI_ARGS %s is %d bytes long; a DHCP option holds at most 255", field, p.FromArg, len(v))
+					return nil, "", spec.Errorf(spec.ErrInvalidNetworkConfig, "%s.fromArg: CNI_ARGS %s is %d bytes long; a DHCP option holds at most 255", field, p.FromArg, len(v))
 				}
 				val = v
 			}
@@ -248,7 +248,7 @@ func parseConf(stdin []byte, containerID, ifName, cniArgs string) (*leaseConf, s
 func parseOption(field string, o optionName) (uint8, error) {
 	s := string(o)
 	if s == "" {
-		return 0, spec.Errorf(spec.ErrInvalidNetworkConfig, "dhcp: %s is required", field)
+		return 0, spec.Errorf(spec.ErrInvalidNetworkConfig, "%s is required", field)
 	}
 	var code uint8
 	if c, ok := optionNames[s]; ok {
@@ -256,12 +256,12 @@ func parseOption(field string, o optionName) (uint8, error) {
 	} else {
 		n, err := strconv.ParseUint(s, 10, 8)
 		if err != nil {
-			return 0, spec.Errorf(spec.ErrInvalidNetworkConfig, "dhcp: %s %q is neither a known option name nor a number 1-254", field, s)
+			return 0, spec.Errorf(spec.ErrInvalidNetworkConfig, "%s %q is neither a known option name nor a number 1-254", field, s)
 		}
 		code = uint8(n)
 	}
 	if why, bad := clientManaged[code]; bad {
-		return 0, spec.Errorf(spec.ErrInvalidNetworkConfig, "dhcp: %s %q is option %d (%s), which the client manages itself", field, s, code, why)
+		return 0, spec.Errorf(spec.ErrInvalidNetworkConfig, "%s %q is option %d (%s), which the client manages itself", field, s, code, why)
 	}
 	return code, nil
 }

@@ -3,13 +3,15 @@ package dhcp
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
+
+	"fmt"
 	"slices"
 	"testing"
 
 	"github.com/insomniacslk/dhcp/dhcpv4"
 
-	"github.com/patchbay-cni/patchbay/spec"
+	"github.com/patchbay-cni/patchbay/internal/testutil"
+	"github.com/patchbay-cni/patchbay/skel"
 )
 
 // TestParseConf covers the keys' meaning: defaults, skipDefault, numbers
@@ -70,30 +72,31 @@ func TestParseConf(t *testing.T) {
 	}
 }
 
-// FuzzParseConf: any input gives a config or a CNI error (code 6 or 7),
-// never a panic; accepted configs hold only options the client may send.
-func FuzzParseConf(f *testing.F) {
+// FuzzConfig: any configuration and CNI_ARGS, through skel as a real
+// invocation (testutil.FuzzConfig), give a config or a configuration error
+// that does not name the plugin, never a panic; accepted configs hold only
+// options the client may send and build a valid DISCOVER.
+func FuzzConfig(f *testing.F) {
+	var seeds [][2]string
 	for _, s := range []string{
-		`{"name":"n","ipam":{"type":"dhcp"}}`,
-		`{"name":"n","ipam":{"daemonSocketPath":"/run/x.sock","priority":3}}`,
-		`{"name":"n","ipam":{"request":[{"skipDefault":true},{"option":"routers"},{"option":42}]}}`,
-		`{"name":"n","ipam":{"provide":[{"option":"host-name","fromArg":"K8S_POD_NAME"},{"option":"60","value":"v"}]}}`,
-		`{"ipam":null}`, `[]`, `{"ipam":{"provide":[{"option":1e400}]}}`, `{"ipam":{"request":[{"option":"-1"}]}}`,
+		`{"cniVersion":"1.0.0","name":"n","type":"dhcp","ipam":{"type":"dhcp"}}`,
+		`{"cniVersion":"1.0.0","name":"n","type":"dhcp","ipam":{"daemonSocketPath":"/run/x.sock","priority":3}}`,
+		`{"cniVersion":"1.0.0","name":"n","type":"dhcp","ipam":{"request":[{"skipDefault":true},{"option":"routers"},{"option":42}]}}`,
+		`{"cniVersion":"1.0.0","name":"n","type":"dhcp","ipam":{"provide":[{"option":"host-name","fromArg":"K8S_POD_NAME"},{"option":"60","value":"v"}]}}`,
+		`{"cniVersion":"1.0.0","name":"n","type":"dhcp","ipam":null}`, `[]`,
+		`{"cniVersion":"1.0.0","name":"n","type":"dhcp","ipam":{"provide":[{"option":1e400}]}}`,
+		`{"cniVersion":"1.0.0","name":"n","type":"dhcp","ipam":{"request":[{"option":"-1"}]}}`,
 	} {
-		f.Add([]byte(s), "K8S_POD_NAME=web;IgnoreUnknown=1")
+		seeds = append(seeds, [2]string{s, "K8S_POD_NAME=web;IgnoreUnknown=1"})
 	}
-	f.Fuzz(func(t *testing.T, conf []byte, args string) {
-		c, sock, err := parseConf(conf, "ctr", "eth0", args)
-		if err != nil {
-			var ce *spec.Error
-			if !errors.As(err, &ce) || (ce.Code != spec.ErrDecodingFailure && ce.Code != spec.ErrInvalidNetworkConfig) {
-				t.Fatalf("error %v is not a code 6/7 CNI error", err)
-			}
-			return
+	load := func(a *skel.CmdArgs) (*leaseConf, error) {
+		c, sock, err := parseConf(a.StdinData, a.ContainerID, a.IfName, a.Args)
+		if err == nil && (sock == "" || sock[0] != '/') {
+			return nil, fmt.Errorf("socket %q accepted", sock)
 		}
-		if sock == "" || sock[0] != '/' {
-			t.Fatalf("socket %q", sock)
-		}
+		return c, err
+	}
+	testutil.FuzzConfig(f, Plugin(), seeds, load, func(t *testing.T, c *leaseConf) {
 		for _, o := range c.Provide {
 			if _, bad := clientManaged[o.Code]; bad || len(o.Value) == 0 || len(o.Value) > 255 {
 				t.Fatalf("accepted provide %+v", o)

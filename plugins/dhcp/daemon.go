@@ -173,7 +173,7 @@ func (d *daemon) allocate(a *WireArgs) (*spec.Result, error) {
 		return nil, err
 	}
 	if a.ContainerID == "" || a.IfName == "" || a.Netns == "" {
-		return nil, spec.Errorf(spec.ErrInvalidEnvironment, "dhcp: ADD needs CNI_CONTAINERID, CNI_IFNAME and CNI_NETNS")
+		return nil, spec.Errorf(spec.ErrInvalidEnvironment, "ADD needs CNI_CONTAINERID, CNI_IFNAME and CNI_NETNS")
 	}
 	key := leaseKey(c.Network, c.ContainerID, c.IfName)
 	unlock := d.lock(key)
@@ -210,7 +210,7 @@ func (d *daemon) allocate(a *WireArgs) (*spec.Result, error) {
 	if err != nil {
 		var g *errGone
 		if errors.As(err, &g) {
-			return nil, spec.Errorf(spec.ErrUnknownContainer, "dhcp: %v", err)
+			return nil, spec.Errorf(spec.ErrUnknownContainer, "%v", err)
 		}
 		return nil, err
 	}
@@ -220,9 +220,9 @@ func (d *daemon) allocate(a *WireArgs) (*spec.Result, error) {
 	ack, mac, sent, err := acquire(ctx, d.log.With("lease", key), att, r, d.t, d.o.Broadcast)
 	if err != nil {
 		if errors.Is(err, errTimeout) {
-			return nil, spec.Errorf(spec.ErrTryAgainLater, "dhcp: no lease for %s on %s: %v", a.IfName, a.Netns, err)
+			return nil, spec.Errorf(spec.ErrTryAgainLater, "no lease for %s on %s: %v", a.IfName, a.Netns, err)
 		}
-		return nil, fmt.Errorf("dhcp: no lease for %s on %s: %w", a.IfName, a.Netns, err)
+		return nil, fmt.Errorf("no lease for %s on %s: %w", a.IfName, a.Netns, err)
 	}
 	r.commit(ack, mac, sent)
 	res, err := leaseResult(ack, c.Priority)
@@ -234,7 +234,7 @@ func (d *daemon) allocate(a *WireArgs) (*spec.Result, error) {
 		if rerr := release(att, r, ack); rerr != nil {
 			d.log.Warn("release after failed save", "lease", key, "error", rerr)
 		}
-		return nil, fmt.Errorf("dhcp: persist lease: %w", err)
+		return nil, fmt.Errorf("persist lease: %w", err)
 	}
 	d.start(r, ack)
 	d.log.Info("lease acquired", "lease", key, "address", res.IPs[0].Address, "renew", r.Renew, "expire", r.Expire,
@@ -406,7 +406,7 @@ func (d *daemon) releaseAttachment(a *WireArgs) error {
 		Name string `json:"name"`
 	}
 	if err := json.Unmarshal(a.StdinData, &n); err != nil {
-		return spec.NewError(spec.ErrDecodingFailure, "dhcp: failed to decode network configuration", err.Error())
+		return spec.NewError(spec.ErrDecodingFailure, "failed to decode network configuration", err.Error())
 	}
 	key := leaseKey(n.Name, a.ContainerID, a.IfName)
 	d.mu.Lock()
@@ -435,17 +435,17 @@ func (d *daemon) check(a *WireArgs) (*spec.Result, error) {
 	defer unlock()
 	l := d.get(key)
 	if l == nil {
-		return nil, spec.Errorf(spec.ErrInternal, "dhcp: the daemon holds no lease for %s", key)
+		return nil, spec.Errorf(spec.ErrInternal, "the daemon holds no lease for %s", key)
 	}
 	rec, ack := l.snapshot()
 	if rec.Lost != "" {
-		return nil, spec.Errorf(spec.ErrInternal, "dhcp: lease for %s lost: %s", key, rec.Lost)
+		return nil, spec.Errorf(spec.ErrInternal, "lease for %s lost: %s", key, rec.Lost)
 	}
 	if !time.Now().Before(rec.Expire) {
-		return nil, spec.Errorf(spec.ErrInternal, "dhcp: lease for %s expired at %s", key, rec.Expire.UTC().Format(time.RFC3339))
+		return nil, spec.Errorf(spec.ErrInternal, "lease for %s expired at %s", key, rec.Expire.UTC().Format(time.RFC3339))
 	}
 	if a.Netns != "" && a.Netns != rec.Netns {
-		return nil, spec.Errorf(spec.ErrInternal, "dhcp: lease for %s is held for namespace %q, not %q", key, rec.Netns, a.Netns)
+		return nil, spec.Errorf(spec.ErrInternal, "lease for %s is held for namespace %q, not %q", key, rec.Netns, a.Netns)
 	}
 	res, err := leaseResult(ack, c.Priority)
 	if err != nil {
@@ -453,20 +453,20 @@ func (d *daemon) check(a *WireArgs) (*spec.Result, error) {
 	}
 	att, err := openAttachment(d.nsPath(rec.Netns), rec.IfName)
 	if err != nil {
-		return nil, spec.Errorf(spec.ErrInternal, "dhcp: lease for %s: %v", key, err)
+		return nil, spec.Errorf(spec.ErrInternal, "lease for %s: %v", key, err)
 	}
 	defer att.Close()
 	want := res.IPs[0].Address
 	addrs, err := att.ns.AddrList(att.l, 2 /* AF_INET */)
 	if err != nil {
-		return nil, fmt.Errorf("dhcp: list addresses of %s: %w", rec.IfName, err)
+		return nil, fmt.Errorf("list addresses of %s: %w", rec.IfName, err)
 	}
 	for _, ad := range addrs {
 		if p, ok := prefixOf(*ad.IPNet); ok && p == want {
 			return res, nil
 		}
 	}
-	return nil, spec.Errorf(spec.ErrInternal, "dhcp: leased address %s is not configured on %s in %s", want, rec.IfName, rec.Netns)
+	return nil, spec.Errorf(spec.ErrInternal, "leased address %s is not configured on %s in %s", want, rec.IfName, rec.Netns)
 }
 
 // gc is GC: release the leases of network whose attachments are not in
@@ -497,12 +497,18 @@ func (d *daemon) gc(a *GCArgs) ([]string, error) {
 	return released, nil
 }
 
-// restore loads the persisted leases and resumes maintaining those whose
-// interface still exists (renewing at once when T1 passed while the daemon
-// was down, rebinding past T2, giving up past expiry).
+// restore loads the persisted leases, drops those whose namespace or
+// interface is gone, and resumes maintaining the others (renewing at once
+// when T1 passed while the daemon was down, rebinding past T2, giving up
+// past expiry).
 func (d *daemon) restore() error {
 	if err := os.MkdirAll(d.dir, 0o700); err != nil {
 		return fmt.Errorf("state directory: %w", err)
+	}
+	// A write a kill interrupted (the state directory is the daemon's own:
+	// every temporary in it is).
+	if err := atomicfile.RemoveTemps(d.dir); err != nil {
+		d.log.Warn("remove temporary files", "dir", d.dir, "error", err)
 	}
 	ents, err := os.ReadDir(d.dir)
 	if err != nil {
@@ -511,7 +517,7 @@ func (d *daemon) restore() error {
 	for _, e := range ents {
 		name := e.Name()
 		if !strings.HasSuffix(name, ".json") {
-			continue // e.g. a temporary file of an interrupted write
+			continue
 		}
 		path := filepath.Join(d.dir, name)
 		b, err := os.ReadFile(path)
@@ -533,6 +539,17 @@ func (d *daemon) restore() error {
 		}
 		if netns.Gone(d.nsPath(r.Netns)) {
 			d.log.Info("dropping lease of a namespace that is gone", "lease", r.key(), "netns", r.Netns)
+			os.Remove(path)
+			continue
+		}
+		// The interface gone too: the attachment was deleted while the
+		// daemon was down (its DEL succeeded without it). No DHCPRELEASE
+		// can be sent without the interface: the server keeps the address
+		// until the lease expires.
+		if att, err := openAttachment(d.nsPath(r.Netns), r.IfName); err == nil {
+			att.Close()
+		} else if g := (*errGone)(nil); errors.As(err, &g) {
+			d.log.Info("dropping lease of an interface that is gone", "lease", r.key(), "reason", err, "address", net.IP(ack.YourIPAddr), "expire", r.Expire)
 			os.Remove(path)
 			continue
 		}

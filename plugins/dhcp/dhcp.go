@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/patchbay-cni/patchbay/skel"
 	"github.com/patchbay-cni/patchbay/spec"
@@ -55,24 +56,43 @@ func add(a *skel.CmdArgs) (*spec.Result, error) {
 	return fromRPC(&w)
 }
 
-// del releases the attachment's lease. DEL needs no netns. With the daemon
-// not running and its socket absent there is no lease to release (nothing
-// was ever served there, or it was stopped cleanly and its leases are
-// persisted and dropped on start once their namespace is gone): success.
-// With the socket present but the daemon not answering, DEL fails with
-// code 11 so the runtime retries once it is back.
+// del releases the attachment's lease. DEL needs no netns. A daemon that
+// is not there (its socket absent, or left by a killed daemon and refusing
+// connections) is not waited for: DEL succeeds, so that the chain's DEL
+// goes on (bridge and ptp run IPAM's DEL first and stop at its error: the
+// veth and rules would stay until the daemon is back). The lease is
+// persisted; a daemon starting drops the leases whose namespace or
+// interface is gone (the interface plugin deletes it right after this DEL),
+// without a DHCPRELEASE, which needs the interface: the server keeps the
+// address until the lease expires. A daemon that accepted the call but
+// does not answer within answerTimeout is code 11: the runtime retries.
 func del(a *skel.CmdArgs) error {
 	sock := socketPath(a.StdinData)
 	args, err := wireArgsOf(a)
 	if err != nil {
 		return err
 	}
-	err = call(a.Ctx, sock, "DHCP.Release", args, &struct{}{})
-	if err != nil && errors.Is(err, errNoSocket) {
-		a.Log.Warn("dhcp daemon socket absent: no lease to release", "socket", sock)
+	ctx, cancel := answerContext(a.Ctx)
+	defer cancel()
+	err = call(ctx, sock, "DHCP.Release", args, &struct{}{})
+	if errors.Is(err, errNoSocket) || errors.Is(err, errUnreachable) {
+		a.Log.Warn("the dhcp daemon is not running: DEL does not wait for it; it drops this lease when it starts", "socket", sock, "error", err)
 		return nil
 	}
 	return err
+}
+
+// answerTimeout bounds the calls the daemon answers at once (DEL, CHECK,
+// GC, STATUS; ADD is bounded by the daemon's own -resendtimeout). A
+// variable for the tests.
+var answerTimeout = 30 * time.Second
+
+func answerContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	return context.WithTimeoutCause(ctx, answerTimeout,
+		fmt.Errorf("the daemon accepted the call but did not answer within %v", answerTimeout))
 }
 
 // check verifies that the daemon holds a live lease whose address is on the
@@ -87,7 +107,9 @@ func check(a *skel.CmdArgs) error {
 		return err
 	}
 	var w WireResult
-	if err := call(a.Ctx, sock, "DHCP.Check", args, &w); err != nil {
+	ctx, cancel := answerContext(a.Ctx)
+	defer cancel()
+	if err := call(ctx, sock, "DHCP.Check", args, &w); err != nil {
 		return err
 	}
 	res, err := fromRPC(&w)
@@ -103,7 +125,7 @@ func check(a *skel.CmdArgs) error {
 				}
 			}
 			if !found {
-				return spec.Errorf(spec.ErrInternal, "dhcp: leased address %s is missing from prevResult", want.Address)
+				return spec.Errorf(spec.ErrInternal, "leased address %s is missing from prevResult", want.Address)
 			}
 		}
 	}
@@ -116,7 +138,9 @@ func gc(a *skel.CmdArgs) error {
 		return err
 	}
 	var reply GCReply
-	err = call(a.Ctx, sock, "DHCP.GC", &GCArgs{Network: a.Conf.Name, Valid: a.Conf.Attachments()}, &reply)
+	ctx, cancel := answerContext(a.Ctx)
+	defer cancel()
+	err = call(ctx, sock, "DHCP.GC", &GCArgs{Network: a.Conf.Name, Valid: a.Conf.Attachments()}, &reply)
 	if len(reply.Released) > 0 {
 		a.Log.Info("released stale leases", "leases", reply.Released)
 	}
@@ -141,7 +165,9 @@ func status(a *skel.CmdArgs) error {
 	if err != nil {
 		return err
 	}
-	err = call(a.Ctx, sock, "DHCP.Status", &struct{}{}, &StatusReply{})
+	ctx, cancel := answerContext(a.Ctx)
+	defer cancel()
+	err = call(ctx, sock, "DHCP.Status", &struct{}{}, &StatusReply{})
 	switch {
 	case err == nil:
 		return nil
@@ -159,7 +185,7 @@ func wireArgsOf(a *skel.CmdArgs) (*WireArgs, error) {
 		// The daemon runs elsewhere: it needs an absolute path.
 		abs, err := filepath.Abs(ns)
 		if err != nil {
-			return nil, spec.Errorf(spec.ErrInvalidEnvironment, "dhcp: CNI_NETNS %q: %v", ns, err)
+			return nil, spec.Errorf(spec.ErrInvalidEnvironment, "CNI_NETNS %q: %v", ns, err)
 		}
 		ns = abs
 	}
@@ -168,7 +194,7 @@ func wireArgsOf(a *skel.CmdArgs) (*WireArgs, error) {
 
 var (
 	errNoSocket    = errors.New("socket absent")
-	errUnreachable = errors.New("not answering")
+	errUnreachable = errors.New("refusing connections")
 )
 
 // call runs one RPC on the daemon at sock; the runtime's context bounds it.
@@ -184,7 +210,7 @@ func call(ctx context.Context, sock, method string, args, reply any) error {
 	case errors.As(err, &se):
 		return fromRPCError(method, err)
 	case ctx.Err() != nil:
-		return spec.Errorf(spec.ErrTryAgainLater, "dhcp: daemon %s: %v", method, context.Cause(ctx))
+		return spec.Errorf(spec.ErrTryAgainLater, "daemon %s: %v", method, context.Cause(ctx))
 	}
 	var op *net.OpError
 	if errors.As(err, &op) && op.Op == "dial" {
@@ -197,8 +223,9 @@ func call(ctx context.Context, sock, method string, args, reply any) error {
 	return fromRPCError(method, err)
 }
 
-// unreachableError is the daemon not answering at its socket: code 11, the
-// runtime may retry once the daemon runs.
+// unreachableError is no daemon at its socket (absent, or refusing
+// connections): code 11 for ADD, the runtime may retry once the daemon
+// runs.
 type unreachableError struct {
 	sock string
 	why  error
@@ -206,7 +233,7 @@ type unreachableError struct {
 }
 
 func (e *unreachableError) Error() string {
-	return fmt.Sprintf("dhcp: daemon at %s is %v (is `dhcp daemon` running?): %v", e.sock, e.why, e.err)
+	return fmt.Sprintf("daemon at %s is %v (is `dhcp daemon` running?): %v", e.sock, e.why, e.err)
 }
 
 func (e *unreachableError) Unwrap() []error {

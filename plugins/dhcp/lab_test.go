@@ -2,7 +2,6 @@ package dhcp
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -16,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/patchbay-cni/patchbay/internal/launch"
 	"github.com/patchbay-cni/patchbay/internal/netns"
 	"github.com/patchbay-cni/patchbay/internal/testutil"
 	"github.com/patchbay-cni/patchbay/runtime"
@@ -54,6 +54,7 @@ const (
 type serverOpts struct {
 	t1, t2 time.Duration // option 58/59 forced (0: dnsmasq's own T1/T2)
 	extra  []string
+	none   bool // no dnsmasq: the test serves DHCP itself
 }
 
 func newLab(t testing.TB, so serverOpts) *lab {
@@ -73,7 +74,9 @@ func newLab(t testing.TB, so serverOpts) *lab {
 	l.ip("link", "add", l.bridge, "type", "bridge")
 	l.ip("addr", "add", labServer+"/24", "dev", l.bridge)
 	l.ip("link", "set", l.bridge, "up")
-	l.startServer(so)
+	if !so.none {
+		l.startServer(so)
+	}
 	return l
 }
 
@@ -85,11 +88,12 @@ func (l *lab) ip(args ...string) {
 	}
 }
 
-// proc is a process a test started; stop ends it by PID.
+// proc is a process a test started through internal/launch: it dies with
+// the test binary even when that is killed, and stop ends it by PID within
+// a bound.
 type proc struct {
-	name   string
-	cmd    *exec.Cmd
-	exited chan struct{}
+	name string
+	p    *launch.Process
 }
 
 // start runs argv inside the host namespace (ip netns exec execs in place,
@@ -103,35 +107,29 @@ func (l *lab) start(name, logFile string, argv ...string) *proc {
 	defer f.Close()
 	cmd := exec.Command("ip", append([]string{"netns", "exec", l.host}, argv...)...)
 	cmd.Stdout, cmd.Stderr = f, f
-	if err := cmd.Start(); err != nil {
+	lp, err := launch.Start(cmd)
+	if err != nil {
 		l.t.Fatalf("start %s: %v", name, err)
 	}
-	p := &proc{name: name, cmd: cmd, exited: make(chan struct{})}
-	go func() { cmd.Wait(); close(p.exited) }()
+	p := &proc{name: name, p: lp}
 	l.t.Cleanup(func() { p.stop(l.t, syscall.SIGTERM) })
 	return p
 }
 
-// stop sends sig to the process and waits (SIGKILL after 10 s). Safe to
-// call again once it has exited.
+// stop sends sig to the process and waits for its end (launch's Stop:
+// SIGKILL after 10 s, then a bounded wait). SIGTERM is a clean stop:
+// anything but exit status 0 is a failure (e.g. the race detector's 66).
+// Calling it again does nothing.
 func (p *proc) stop(t testing.TB, sig syscall.Signal) {
-	select {
-	case <-p.exited:
+	if done, _ := p.p.Exited(); done {
 		return
-	default:
 	}
-	p.cmd.Process.Signal(sig)
-	select {
-	case <-p.exited:
-		// SIGTERM is a clean stop: anything but exit status 0 is a
-		// failure (e.g. the race detector's 66).
-		if st := p.cmd.ProcessState; sig == syscall.SIGTERM && !st.Success() {
-			t.Errorf("%s (pid %d) stopped by SIGTERM: %v", p.name, p.cmd.Process.Pid, st)
-		}
-	case <-time.After(10 * time.Second):
-		t.Errorf("%s (pid %d) ignored %v: killing it", p.name, p.cmd.Process.Pid, sig)
-		p.cmd.Process.Kill()
-		<-p.exited
+	if err := p.p.Stop(p.name, 10*time.Second, func() error { return p.p.Cmd.Process.Signal(sig) }); err != nil {
+		t.Error(err)
+		return
+	}
+	if st := p.p.Cmd.ProcessState; sig == syscall.SIGTERM && st != nil && !st.Success() {
+		t.Errorf("%s (pid %d) stopped by SIGTERM: %v", p.name, p.p.Pid(), st)
 	}
 }
 
@@ -273,22 +271,34 @@ type pluginCall struct {
 	bin, cmd, id, netns, ifName, args string
 }
 
-func (l *lab) run(c pluginCall, conf string) (string, error) {
+// exec runs the call (testutil.RunBinary, outside any namespace: the
+// plugin only talks to its daemon) and returns stdout and the exit code.
+func (l *lab) exec(c pluginCall, conf string) (string, int) {
 	l.t.Helper()
 	if c.bin == "" {
 		c.bin = filepath.Join(testutil.OurBin(l.t), "dhcp")
 	}
-	cmd := exec.Command(c.bin)
-	cmd.Env = []string{"CNI_COMMAND=" + c.cmd, "CNI_CONTAINERID=" + c.id, "CNI_NETNS=" + c.netns,
-		"CNI_IFNAME=" + c.ifName, "CNI_PATH=" + filepath.Dir(c.bin), "CNI_ARGS=" + c.args}
-	cmd.Stdin = strings.NewReader(conf)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	if err != nil {
-		return out.String(), fmt.Errorf("%s %s: %v: stdout %s stderr %s", filepath.Base(c.bin), c.cmd, err, out.String(), errb.String())
+	env := map[string]string{"CNI_COMMAND": c.cmd, "CNI_CONTAINERID": c.id, "CNI_NETNS": c.netns,
+		"CNI_IFNAME": c.ifName, "CNI_PATH": filepath.Dir(c.bin), "CNI_ARGS": c.args}
+	return testutil.RunBinary(l.t, c.bin, "", env, conf)
+}
+
+// run is exec with a failed call as an error naming its output.
+func (l *lab) run(c pluginCall, conf string) (string, error) {
+	l.t.Helper()
+	out, rc := l.exec(c, conf)
+	if rc != 0 {
+		return out, fmt.Errorf("%s: exit %d: %s", c.cmd, rc, out)
 	}
-	return out.String(), nil
+	return out, nil
+}
+
+// want runs the call expecting a CNI error with code whose message
+// mentions every part (testutil.ExpectCNIError).
+func (l *lab) want(c pluginCall, conf string, code uint, parts ...string) {
+	l.t.Helper()
+	out, rc := l.exec(c, conf)
+	testutil.ExpectCNIError(l.t, out, rc, int(code), parts...)
 }
 
 // add runs ADD for the container and decodes the result.
@@ -307,28 +317,6 @@ func (l *lab) add(c *container, id, conf, args string) *spec.Result {
 		l.t.Fatalf("decode ADD result: %v\n%s", err, out)
 	}
 	return res
-}
-
-// wantCode runs a verb expecting a CNI error with code.
-func (l *lab) wantCode(c pluginCall, conf string, code uint, parts ...string) *spec.Error {
-	l.t.Helper()
-	out, err := l.run(c, conf)
-	if err == nil {
-		l.t.Fatalf("%s succeeded, want error code %d: %s", c.cmd, code, out)
-	}
-	e, ok := spec.ParseError([]byte(out))
-	if !ok {
-		l.t.Fatalf("%s: no error JSON: %v", c.cmd, err)
-	}
-	if e.Code != code {
-		l.t.Fatalf("%s: code %d (%s), want %d", c.cmd, e.Code, e.Msg, code)
-	}
-	for _, p := range parts {
-		if !strings.Contains(e.Msg, p) {
-			l.t.Fatalf("%s: message %q lacks %q", c.cmd, e.Msg, p)
-		}
-	}
-	return e
 }
 
 // serverLease returns dnsmasq's lease file line for addr ("" if none):

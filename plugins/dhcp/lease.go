@@ -56,19 +56,35 @@ func leaseKey(network, containerID, ifName string) string {
 // requires one; the reference assumes an hour).
 const defaultLeaseTime = time.Hour
 
-// commit records a DHCPACK: the times count from when the request was sent
-// (RFC 2131 4.4.1), which is sent.
-func (r *record) commit(ack *dhcpv4.DHCPv4, mac net.HardwareAddr, sent time.Time) {
-	lt := ack.IPAddressLeaseTime(defaultLeaseTime)
-	t2 := ack.IPAddressRebindingTime(lt * 7 / 8)
-	t1 := ack.IPAddressRenewalTime(lt / 2)
-	// A zero T1/T2 would renew in a tight loop: take the defaults instead.
+// errZeroLease is an ACK whose lease time is 0: the address would be lost
+// the moment it is given. ADD refuses it; at a renewal it ends the lease.
+var errZeroLease = errors.New("the server's DHCPACK grants a lease time of 0 s")
+
+// leaseTimes are an ACK's T1, T2 and lease time: the lease time assumed
+// an hour when missing (RFC 2131 requires it; the reference assumes that),
+// a T1 or T2 that is missing, 0 or out of order taken at RFC 2131's
+// defaults (a zero one would renew in a tight loop), and errZeroLease for
+// a lease time of 0.
+func leaseTimes(ack *dhcpv4.DHCPv4) (t1, t2, lt time.Duration, err error) {
+	lt = ack.IPAddressLeaseTime(defaultLeaseTime)
+	if lt <= 0 {
+		return 0, 0, 0, errZeroLease
+	}
+	t2 = ack.IPAddressRebindingTime(lt * 7 / 8)
+	t1 = ack.IPAddressRenewalTime(lt / 2)
 	if t2 <= 0 || t2 > lt {
 		t2 = lt * 7 / 8
 	}
 	if t1 <= 0 || t1 > t2 {
 		t1 = t2 / 2
 	}
+	return t1, t2, lt, nil
+}
+
+// commit records a DHCPACK that leaseTimes accepts: the times count from
+// when the request was sent (RFC 2131 4.4.1), which is sent.
+func (r *record) commit(ack *dhcpv4.DHCPv4, mac net.HardwareAddr, sent time.Time) {
+	t1, t2, lt, _ := leaseTimes(ack)
 	r.ACK = ack.ToBytes()
 	if mac != nil {
 		r.ServerMAC = mac.String()
@@ -394,6 +410,9 @@ func acquire(ctx context.Context, log *slog.Logger, att *attachment, r *record, 
 		if _, err := leaseResult(ack, 0); err != nil {
 			return nil, nil, time.Time{}, err
 		}
+		if _, _, _, err := leaseTimes(ack); err != nil {
+			return nil, nil, time.Time{}, fmt.Errorf("DHCPREQUEST for %v: %w", offer.YourIPAddr, err)
+		}
 		return ack, mac, sent, nil
 	}
 }
@@ -433,6 +452,9 @@ func extend(ctx context.Context, att *attachment, r *record, ack *dhcpv4.DHCPv4,
 	}
 	if !reply.YourIPAddr.Equal(ack.YourIPAddr) {
 		return nil, nil, time.Time{}, &errNak{fmt.Sprintf("the server acknowledged %v instead of %v", reply.YourIPAddr, ack.YourIPAddr)}
+	}
+	if _, _, _, err := leaseTimes(reply); err != nil {
+		return nil, nil, time.Time{}, &errNak{err.Error()}
 	}
 	return reply, mac, sent, nil
 }

@@ -122,18 +122,18 @@ func TestCheck(t *testing.T) {
 	conf := l.ipamConf(spec.Current, nil)
 	res := l.add(c, "check1", conf, "")
 	call := pluginCall{cmd: "CHECK", id: "check1", netns: c.path, ifName: c.ifName}
-	l.wantCode(call, withPrev(t, conf, res), spec.ErrInternal, "is not configured on eth0")
+	l.want(call, withPrev(t, conf, res), spec.ErrInternal, "is not configured on eth0")
 	c.configure(t, res.IPs[0].Address)
 	if _, err := l.run(call, withPrev(t, conf, res)); err != nil {
 		t.Fatalf("CHECK: %v", err)
 	}
 	other := res.Clone()
 	other.IPs[0].Address = netip.MustParsePrefix("10.99.0.250/24")
-	l.wantCode(call, withPrev(t, conf, other), spec.ErrInternal, "missing from prevResult")
+	l.want(call, withPrev(t, conf, other), spec.ErrInternal, "missing from prevResult")
 	if _, err := l.run(pluginCall{cmd: "DEL", id: "check1", netns: c.path, ifName: c.ifName}, conf); err != nil {
 		t.Fatal(err)
 	}
-	l.wantCode(call, withPrev(t, conf, res), spec.ErrInternal, "holds no lease")
+	l.want(call, withPrev(t, conf, res), spec.ErrInternal, "holds no lease")
 }
 
 // TestGC: GC releases the leases of attachments not in the valid list (at
@@ -178,11 +178,11 @@ func TestStatus(t *testing.T) {
 	if fileExists(l.sock) {
 		t.Errorf("socket left after SIGTERM")
 	}
-	l.wantCode(pluginCall{cmd: "STATUS"}, conf, spec.ErrPluginNotAvailable, "socket absent")
+	l.want(pluginCall{cmd: "STATUS"}, conf, spec.ErrPluginNotAvailable, "socket absent")
 	if _, err := l.run(pluginCall{cmd: "DEL", id: "nothing1", ifName: "eth0"}, conf); err != nil {
 		t.Errorf("DEL with no daemon socket: %v", err)
 	}
-	l.wantCode(pluginCall{cmd: "ADD", id: "nothing1", netns: "/run/netns/x", ifName: "eth0"}, conf, spec.ErrTryAgainLater, "is socket absent")
+	l.want(pluginCall{cmd: "ADD", id: "nothing1", netns: "/run/netns/x", ifName: "eth0"}, conf, spec.ErrTryAgainLater, "is socket absent")
 }
 
 // TestOptions: provide (value and fromArg, incl. host-name from CNI_ARGS and
@@ -245,13 +245,13 @@ func TestBadConfig(t *testing.T) {
 		{map[string]any{"priority": -1}, []string{"ipam.priority", "-1"}},
 	} {
 		conf := l.ipamConf(spec.Current, c.ipam)
-		l.wantCode(pluginCall{cmd: "ADD", id: "bad1", netns: "/run/netns/x", ifName: "eth0"}, conf, spec.ErrInvalidNetworkConfig, c.parts...)
+		l.want(pluginCall{cmd: "ADD", id: "bad1", netns: "/run/netns/x", ifName: "eth0"}, conf, spec.ErrInvalidNetworkConfig, c.parts...)
 	}
-	l.wantCode(pluginCall{cmd: "ADD", id: "bad1", netns: "/run/netns/x", ifName: "eth0"},
+	l.want(pluginCall{cmd: "ADD", id: "bad1", netns: "/run/netns/x", ifName: "eth0"},
 		`{"cniVersion":"1.0.0","name":"n","type":"dhcp"}`, spec.ErrInvalidNetworkConfig, "ipam")
 	// fromArg longer than an option holds.
 	conf := l.ipamConf(spec.Current, map[string]any{"provide": []map[string]any{{"option": "host-name", "fromArg": "K8S_POD_NAME"}}})
-	l.wantCode(pluginCall{cmd: "ADD", id: "bad1", netns: "/run/netns/x", ifName: "eth0", args: "IgnoreUnknown=1;K8S_POD_NAME=" + strings.Repeat("y", 300)},
+	l.want(pluginCall{cmd: "ADD", id: "bad1", netns: "/run/netns/x", ifName: "eth0", args: "IgnoreUnknown=1;K8S_POD_NAME=" + strings.Repeat("y", 300)},
 		conf, spec.ErrInvalidNetworkConfig, "K8S_POD_NAME", "300 bytes")
 }
 

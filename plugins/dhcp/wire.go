@@ -110,7 +110,7 @@ func fromRPC(w *WireResult) (*spec.Result, error) {
 	for _, c := range w.IPs {
 		p, ok := prefixOf(c.Address)
 		if !ok {
-			return nil, spec.Errorf(spec.ErrInternal, "dhcp: the daemon returned an invalid address %v", c.Address)
+			return nil, spec.Errorf(spec.ErrInternal, "the daemon returned an invalid address %v", c.Address)
 		}
 		ipc := &spec.IPConfig{Address: p}
 		if gw, ok := netip.AddrFromSlice(c.Gateway); ok {
@@ -121,7 +121,7 @@ func fromRPC(w *WireResult) (*spec.Result, error) {
 	for _, w := range w.Routes {
 		p, ok := prefixOf(w.Dst)
 		if !ok {
-			return nil, spec.Errorf(spec.ErrInternal, "dhcp: the daemon returned an invalid route destination %v", w.Dst)
+			return nil, spec.Errorf(spec.ErrInternal, "the daemon returned an invalid route destination %v", w.Dst)
 		}
 		rt := &spec.Route{Dst: p.Masked(), MTU: w.MTU, AdvMSS: w.AdvMSS, Priority: w.Priority, Table: w.Table, Scope: w.Scope}
 		if gw, ok := netip.AddrFromSlice(w.GW); ok {
@@ -168,7 +168,7 @@ func fromRPCError(method string, err error) error {
 		if ce, ok := spec.ParseError([]byte(se)); ok {
 			return ce
 		}
-		return spec.Errorf(spec.ErrInternal, "dhcp: daemon %s: %s", method, string(se))
+		return spec.Errorf(spec.ErrInternal, "daemon %s: %s", method, string(se))
 	}
-	return spec.Errorf(spec.ErrTryAgainLater, "dhcp: daemon %s: %v", method, err)
+	return spec.Errorf(spec.ErrTryAgainLater, "daemon %s: %v", method, err)
 }

@@ -18,7 +18,7 @@ func TestConflists(t *testing.T) {
 		 {"type":"bridge","bridge":"cni0","keyA":["some more","plugin specific","configuration"],
 		  "ipam":{"type":"host-local","dataDir":"{{DIR}}/ipam","subnet":"10.1.0.0/16","gateway":"10.1.0.1","routes":[{"dst":"0.0.0.0/0"}]},
 		  "dns":{"nameservers":["10.1.0.1"]}},
-		 {"type":"tuning","capabilities":{"mac":true},"sysctl":{"net.core.somaxconn":"500"}},
+		 {"type":"tuning","dataDir":"{{DIR}}/tuning","capabilities":{"mac":true},"sysctl":{"net.core.somaxconn":"500"}},
 		 {"type":"portmap","capabilities":{"portMappings":true}}]}`,
 		atts: one("specex", map[string]any{"mac": "00:11:22:33:44:66", "portMappings": portmaps}),
 	}, {
@@ -38,7 +38,7 @@ func TestConflists(t *testing.T) {
 		  "ipam":{"type":"host-local","dataDir":"{{DIR}}/ipam","routes":[{"dst":"0.0.0.0/0"}],
 		   "ranges":[[{"subnet":"10.88.0.0/16","gateway":"10.88.0.1"}]]}},
 		 {"type":"portmap","capabilities":{"portMappings":true}},
-		 {"type":"tuning"}]}`,
+		 {"type":"tuning","dataDir":"{{DIR}}/tuning"}]}`,
 		atts: one("podman1", map[string]any{"portMappings": portmaps}),
 	}, {
 		name: "ptp-dualstack",
@@ -76,7 +76,7 @@ func TestConflists(t *testing.T) {
 		name: "ptp-tuning-sysctl-mtu",
 		conf: `{"cniVersion":"1.0.0","name":"tunenet","plugins":[
 		 {"type":"ptp","ipam":{"type":"host-local","dataDir":"{{DIR}}/ipam","subnet":"10.7.0.0/24"}},
-		 {"type":"tuning","mtu":1300,"promisc":true,"allmulti":true,"txQLen":2000,
+		 {"type":"tuning","dataDir":"{{DIR}}/tuning","mtu":1300,"promisc":true,"allmulti":true,"txQLen":2000,
 		  "sysctl":{"net.ipv4.conf.eth0.arp_filter":"1","net.ipv4.conf.IFNAME.proxy_arp":"1","net.core.somaxconn":"512"}}]}`,
 		atts:       one("tune1", nil),
 		deliberate: ptpDeliberate,

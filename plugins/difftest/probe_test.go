@@ -191,7 +191,7 @@ func TestBadInput(t *testing.T) {
 		{"portmap-hostport", `{"cniVersion":"1.0.0","name":"bad","plugins":[{"type":"bridge","bridge":"brbad","ipam":{"type":"host-local","dataDir":"{{DIR}}/ipam","subnet":"10.35.0.0/24"}},
 		  {"type":"portmap","capabilities":{"portMappings":true}}]}`, "70000",
 			map[string]any{"portMappings": []any{map[string]any{"hostPort": 70000, "containerPort": 80, "protocol": "tcp"}}}},
-		{"tuning-mtu", `{"cniVersion":"1.0.0","name":"bad","plugins":[{"type":"loopback"},{"type":"tuning","mtu":-1}]}`, "mtu", nil},
+		{"tuning-mtu", `{"cniVersion":"1.0.0","name":"bad","plugins":[{"type":"loopback"},{"type":"tuning","dataDir":"{{DIR}}/tuning","mtu":-1}]}`, "mtu", nil},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -85,7 +85,7 @@ func TestPodmanShapedChain(t *testing.T) {
   "ipam":{"type":"host-local","dataDir":"{{DIR}}/ipam","routes":[{"dst":"0.0.0.0/0"}],"ranges":[[{"subnet":"10.88.0.0/16","gateway":"10.88.0.1"}]]}},
  {"type":"portmap","capabilities":{"portMappings":true},"backend":%q},
  {"type":"firewall","backend":%q,"dataDir":"{{DIR}}/fw"},
- {"type":"tuning"}]}`, backend, backend))
+ {"type":"tuning","dataDir":"{{DIR}}/tuning"}]}`, backend, backend))
 			caps := map[string]any{"portMappings": []any{map[string]any{"hostPort": 18081, "containerPort": 8081, "protocol": "tcp"}}}
 			// bridge keeps its ipMasq table and chains (the reference's
 			// layout) after DEL: a first container's ADD and DEL put them

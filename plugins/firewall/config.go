@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	fw "github.com/patchbay-cni/patchbay/internal/firewall"
+	"github.com/patchbay-cni/patchbay/internal/rundir"
 	"github.com/patchbay-cni/patchbay/skel"
 	"github.com/patchbay-cni/patchbay/spec"
 )
@@ -30,11 +31,14 @@ const (
 const (
 	defaultAdminChain = "CNI-ADMIN"
 	defaultZone       = "trusted"
-	// defaultDataDir holds the attachment records (see record.go): in /run,
-	// because what they describe (kernel rules, firewalld's runtime
-	// configuration) does not survive a reboot either.
-	defaultDataDir = "/run/cni/firewall"
 )
+
+// defaultDataDir holds the attachment records (see record.go): <run
+// dir>/firewall, /run/cni/patchbay/firewall unless PATCHBAY_RUN_DIR moves
+// the run directory (internal/rundir). In /run, because what they describe
+// (kernel rules, firewalld's runtime configuration) does not survive a
+// reboot either.
+func defaultDataDir() string { return rundir.Path("firewall") }
 
 // conf is the plugin's configuration: the reference firewall plugin's keys,
 // plus dataDir.
@@ -106,13 +110,33 @@ func parse(data []byte) (*parsed, error) {
 	}
 	p.dataDir = c.DataDir
 	if p.dataDir == "" {
-		p.dataDir = defaultDataDir
+		p.dataDir = defaultDataDir()
 	}
-	if !filepath.IsAbs(p.dataDir) || strings.ContainsRune(p.dataDir, 0) {
-		return nil, invalid("%q value %q is invalid: must be an absolute path", "dataDir", p.dataDir)
+	if err := safeDataDir(p.dataDir); err != nil {
+		return nil, err
 	}
 	p.dataDir = filepath.Clean(p.dataDir)
 	return p, nil
+}
+
+// safeDataDir refuses a dataDir the plugin could do harm in (it makes and
+// removes directories and files there): it must be an absolute path at
+// least two levels below / (not /, /etc, /run, ...) and outside the
+// kernel's virtual file systems.
+func safeDataDir(d string) error {
+	if !filepath.IsAbs(d) || strings.ContainsRune(d, 0) {
+		return invalid("%q value %q is invalid: must be an absolute path", "dataDir", d)
+	}
+	c := filepath.Clean(d)
+	if strings.Count(c, "/") < 2 {
+		return invalid("%q value %q is invalid: must be a directory of its own at least two levels below / (the default is %s)", "dataDir", d, defaultDataDir())
+	}
+	for _, v := range []string{"/proc", "/sys", "/dev"} {
+		if c == v || strings.HasPrefix(c, v+"/") {
+			return invalid("%q value %q is invalid: %s is a kernel file system", "dataDir", d, v)
+		}
+	}
+	return nil
 }
 
 // lenient is the configuration of a DEL that does not validate: each key

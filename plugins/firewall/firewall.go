@@ -35,11 +35,11 @@ func Plugin() skel.Plugin {
 	}
 }
 
-// lockPath serialises the plugin's own read-decide-write cycles: a DEL
+// lockName serialises the plugin's own read-decide-write cycles: a DEL
 // deciding that a bridge is unused and removing its isolation rules, against
 // an ADD on that bridge installing them. Taken before the firewall layer's
-// backend locks, never after.
-const lockPath = "/run/patchbay-firewall.lock"
+// backend locks, never after. A file in the run directory (internal/rundir).
+const lockName = "firewall.lock"
 
 // state is everything needed to set up, check or remove one attachment's
 // rules, from the configuration and prevResult (ADD, CHECK) or from its
@@ -122,7 +122,7 @@ func add(a *skel.CmdArgs) (*spec.Result, error) {
 	}
 	prev := a.Conf.PrevResult
 	if prev == nil {
-		return nil, invalid("firewall must be called as a chained plugin: \"prevResult\" is missing")
+		return nil, invalid("\"prevResult\" is missing: chain this plugin after an interface plugin (bridge, ptp, ...)")
 	}
 	r, err := newRequest(a, p, prev)
 	if err != nil {
@@ -139,17 +139,23 @@ func add(a *skel.CmdArgs) (*spec.Result, error) {
 		}
 	}
 	path := recordPath(p.dataDir, a.Conf.Name, a.ContainerID, a.IfName)
-	err = fw.WithLock(lockPath, func() error {
+	err = fw.WithLock(a.Ctx, lockName, func() error {
 		if err := writeRecord(path, st.record()); err != nil {
 			return err
 		}
-		s := fw.NewSession()
+		s := fw.NewSessionContext(a.Ctx)
 		defer s.Close()
 		if err := setup(a.Ctx, s, st); err != nil {
 			// A refused ADD leaves nothing of itself.
-			if uerr := teardown(a.Ctx, s, st, dropBridge(p.dataDir, st, path), a.Log); uerr != nil {
+			live, cerr := liveClaims(p.dataDir, map[string]bool{path: true})
+			if cerr != nil {
+				a.Log.Warn("ADD failed; its record stays for DEL", "err", cerr)
+				return err
+			}
+			shared(st, live)
+			if uerr := teardown(a.Ctx, s, st, dropBridge(st, live), a.Log); uerr != nil {
 				a.Log.Warn("ADD failed and its cleanup too", "err", uerr)
-			} else if rerr := removeRecord(path); rerr != nil {
+			} else if rerr := removeRecord(path, st.record()); rerr != nil {
 				a.Log.Warn("ADD failed; its record stays", "err", rerr)
 			}
 			return err
@@ -157,7 +163,7 @@ func add(a *skel.CmdArgs) (*spec.Result, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, internal("ADD", err)
+		return nil, internal(err)
 	}
 	return prev, nil
 }
@@ -194,7 +200,7 @@ func check(a *skel.CmdArgs) error {
 	}
 	prev := a.Conf.PrevResult
 	if prev == nil {
-		return invalid("CHECK requires \"prevResult\"")
+		return invalid("\"prevResult\" is missing: CHECK needs it")
 	}
 	r, err := newRequest(a, p, prev)
 	if err != nil {
@@ -218,10 +224,10 @@ func check(a *skel.CmdArgs) error {
 			return err
 		}
 	}
-	s := fw.NewSession()
+	s := fw.NewSessionContext(a.Ctx)
 	defer s.Close()
 	if err := verify(a.Ctx, s, st); err != nil {
-		return spec.Errorf(spec.ErrInternal, "firewall: CHECK: %v", err)
+		return spec.Errorf(spec.ErrInternal, "%v", err)
 	}
 	return nil
 }
@@ -281,7 +287,7 @@ func del(a *skel.CmdArgs) error {
 		return err
 	}
 	path := recordPath(p.dataDir, a.Conf.Name, a.ContainerID, a.IfName)
-	return fw.WithLock(lockPath, func() error {
+	return fw.WithLock(a.Ctx, lockName, func() error {
 		rec, err := readRecord(path)
 		if err != nil {
 			return err
@@ -303,23 +309,32 @@ func del(a *skel.CmdArgs) error {
 		if st.backend == "" {
 			st.backend = chooseBackend(a.Ctx, "")
 		}
-		s := fw.NewSession()
-		defer s.Close()
-		if err := teardown(a.Ctx, s, st, dropBridge(p.dataDir, st, path), a.Log); err != nil {
-			return internal("DEL", err)
+		live, err := liveClaims(p.dataDir, map[string]bool{path: true})
+		if err != nil {
+			return err
 		}
-		return removeRecord(path)
+		shared(st, live)
+		s := fw.NewSessionContext(a.Ctx)
+		defer s.Close()
+		if err := teardown(a.Ctx, s, st, dropBridge(st, live), a.Log); err != nil {
+			return internal(err)
+		}
+		return removeRecord(path, rec)
 	})
 }
 
+// shared leaves out of st.ips the addresses another live attachment (of
+// any network) still has: the reference layout's per-address rules and
+// firewalld's sources carry no owner, one serves both. (The nftables
+// backend removes by owner and does not look at them.)
+func shared(st *state, live *claims) {
+	st.ips = slices.DeleteFunc(st.ips, func(a netip.Addr) bool { return live.addrs[a] })
+}
+
 // dropBridge reports whether the attachment's bridge isolation rules go
-// with it: no other attachment's record names the bridge.
-func dropBridge(dataDir string, st *state, path string) bool {
-	if st.bridge.String() == "" {
-		return false
-	}
-	c, err := liveClaims(dataDir, map[string]bool{path: true})
-	return err == nil && !c.bridges[st.bridge.String()]
+// with it: no other live attachment's record names the bridge.
+func dropBridge(st *state, live *claims) bool {
+	return st.bridge.String() != "" && !live.bridges[st.bridge.String()]
 }
 
 // teardown removes what st's ADD made; missing pieces are fine. With
@@ -378,8 +393,8 @@ func gc(a *skel.CmdArgs) error {
 		keep[recordPath(p.dataDir, a.Conf.Name, v.ContainerID, v.IfName)] = true
 		keepAtt = append(keepAtt, fw.Attachment{ContainerID: v.ContainerID, IfName: v.IfName})
 	}
-	return fw.WithLock(lockPath, func() error {
-		recs, err := networkRecords(p.dataDir, a.Conf.Name)
+	return fw.WithLock(a.Ctx, lockName, func() error {
+		recs, temps, err := networkRecords(p.dataDir, a.Conf.Name)
 		if err != nil {
 			return err
 		}
@@ -393,9 +408,18 @@ func gc(a *skel.CmdArgs) error {
 		if err != nil {
 			return err
 		}
-		s := fw.NewSession()
+		s := fw.NewSessionContext(a.Ctx)
 		defer s.Close()
 		var errs []error
+		// A write a crash interrupted before its record existed: the
+		// rules come after the record, so there are none.
+		for _, path := range temps {
+			if !keep[path] && recs[path] == nil {
+				if err := removeRecord(path, nil); err != nil {
+					errs = append(errs, err)
+				}
+			}
+		}
 		for path := range stale {
 			rec := recs[path]
 			st, err := newState(p, fw.Attachment{Network: a.Conf.Name, IfName: rec.IfName, ContainerID: rec.ContainerID}, p.backend)
@@ -404,28 +428,26 @@ func gc(a *skel.CmdArgs) error {
 				continue
 			}
 			st.fromRecord(rec)
-			// Another live attachment's address keeps its (ownerless) rules.
-			st.ips = slices.DeleteFunc(st.ips, func(a netip.Addr) bool { return live.addrs[a] })
+			shared(st, live)
 			if st.backend == "" {
 				st.backend = chooseBackend(a.Ctx, "")
 			}
-			dropBridge := st.bridge.String() != "" && !live.bridges[st.bridge.String()]
-			if err := teardown(a.Ctx, s, st, dropBridge, a.Log); err != nil {
+			if err := teardown(a.Ctx, s, st, dropBridge(st, live), a.Log); err != nil {
 				errs = append(errs, err)
 				continue
 			}
-			if err := removeRecord(path); err != nil {
+			if err := removeRecord(path, rec); err != nil {
 				errs = append(errs, err)
 			}
 		}
 		// nftables rules carry their owner: those of attachments that
 		// left no record go too.
-		sel := nftLayout().removal(fw.AnyFamily, p.admin, nil, fw.NetworkOwner(a.Conf.Name, what, keepAtt), fw.IfName{})
+		sel := nftLayout().removal(fw.AnyFamily, p.admin, nil, fw.NetworkOwner(a.Conf.Name, keepAtt), fw.IfName{})
 		if err := s.Backend(fw.NFTables).Remove(sel); err != nil {
 			errs = append(errs, err)
 		}
 		if err := errors.Join(errs...); err != nil {
-			return internal("GC", err)
+			return internal(err)
 		}
 		return nil
 	})
@@ -441,22 +463,23 @@ func status(a *skel.CmdArgs) error {
 	case backendIPT:
 		for _, t := range []string{"iptables-save", "iptables-restore"} {
 			if _, err := exec.LookPath(t); err != nil {
-				return spec.Errorf(spec.ErrPluginNotAvailable, "firewall: backend iptables needs %s: %v", t, err)
+				return spec.Errorf(spec.ErrPluginNotAvailable, "backend iptables needs %s: %v", t, err)
 			}
 		}
 	case backendFirewalld:
 		if !firewalldRunning(a.Ctx) {
-			return spec.Errorf(spec.ErrPluginNotAvailable, "firewall: backend firewalld: firewalld is not running on the D-Bus system bus")
+			return spec.Errorf(spec.ErrPluginNotAvailable, "backend firewalld: firewalld is not running on the D-Bus system bus")
 		}
 	}
 	return nil
 }
 
-// internal keeps a *spec.Error's code, else reports code 999 with context.
-func internal(verb string, err error) error {
+// internal keeps a *spec.Error's code, else reports code 999 (the runtime
+// names the plugin and the verb).
+func internal(err error) error {
 	var ce *spec.Error
 	if errors.As(err, &ce) {
 		return err
 	}
-	return spec.Errorf(spec.ErrInternal, "firewall %s: %v", verb, err)
+	return spec.Errorf(spec.ErrInternal, "%v", err)
 }

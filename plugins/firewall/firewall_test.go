@@ -1,7 +1,6 @@
 package firewall
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"os"
@@ -10,8 +9,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/patchbay-cni/patchbay/internal/testutil"
 	"github.com/patchbay-cni/patchbay/runtime"
-	"github.com/patchbay-cni/patchbay/skel"
 	"github.com/patchbay-cni/patchbay/spec"
 )
 
@@ -34,7 +33,7 @@ func TestAddCheckDel(t *testing.T) {
 					t.Errorf("result interfaces: %+v (want bridge's three)", res.Interfaces)
 				}
 				wantRules(t, n, backend, ip4, ip6, true)
-				rec := filepath.Join(n.dir, "fw", "fwn", "c1_eth0.json")
+				rec := filepath.Join(n.dir, "fw", "fwn", "c1:eth0.json")
 				if _, err := os.Stat(rec); err != nil {
 					t.Errorf("record: %v", err)
 				}
@@ -151,28 +150,16 @@ func tamper(t *testing.T, n *node, backend, ip4 string) {
 	t.Fatalf("no rule to tamper with:\n%s", out)
 }
 
-// runPlugin runs the plugin in-process (inside the node's netns) and
-// returns its stdout and exit code.
-func runPlugin(t *testing.T, n *node, cmd string, conf any, extraEnv ...string) (string, int) {
-	t.Helper()
-	b, err := json.Marshal(conf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	env := skel.Env{"CNI_COMMAND": cmd, "CNI_CONTAINERID": "ctr1", "CNI_NETNS": n.container("ctr1"), "CNI_IFNAME": "eth0", "CNI_PATH": "/nonexistent"}
+// run runs the plugin in-process inside the node's netns
+// (testutil.RunPlugin) for container ctr1, with extra KEY=VALUE environment.
+func (n *node) run(cmd string, conf any, extraEnv ...string) (string, int) {
+	n.t.Helper()
+	env := map[string]string{"CNI_COMMAND": cmd, "CNI_CONTAINERID": "ctr1", "CNI_NETNS": n.container("ctr1"), "CNI_IFNAME": "eth0"}
 	for _, kv := range extraEnv {
 		k, v, _ := strings.Cut(kv, "=")
 		env[k] = v
 	}
-	var out, errb bytes.Buffer
-	var code int
-	if err := n.in(func(ctx context.Context) error {
-		code = skel.Run(ctx, Plugin(), env, bytes.NewReader(b), &out, &errb)
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	return out.String(), code
+	return testutil.RunPlugin(n.t, Plugin(), n.path, env, string(mustJSON(n.t, conf)))
 }
 
 func prevResult(withIfaces bool) map[string]any {
@@ -196,7 +183,7 @@ func TestResultPassthrough(t *testing.T) {
 		prev["cniVersion"] = v
 		prev["dns"] = map[string]any{"nameservers": []any{"10.33.0.1"}}
 		conf := map[string]any{"cniVersion": v, "name": "pass", "type": "firewall", "backend": "nftables", "dataDir": n.dir + "/fw", "prevResult": prev}
-		out, code := runPlugin(t, n, "ADD", conf)
+		out, code := n.run("ADD", conf)
 		if code != 0 {
 			t.Fatalf("%s: ADD: %s", v, out)
 		}
@@ -208,7 +195,7 @@ func TestResultPassthrough(t *testing.T) {
 		if got := strings.TrimSpace(out); got != string(want) {
 			t.Errorf("%s: result\n%s\nwant\n%s", v, got, want)
 		}
-		if out, code := runPlugin(t, n, "DEL", conf); code != 0 {
+		if out, code := n.run("DEL", conf); code != 0 {
 			t.Fatalf("%s: DEL: %s", v, out)
 		}
 	}
@@ -269,7 +256,7 @@ func TestBadInput(t *testing.T) {
 		if c.conf["prevResult"] == nil {
 			delete(c.conf, "prevResult")
 		}
-		out, code := runPlugin(t, n, "ADD", c.conf)
+		out, code := n.run("ADD", c.conf)
 		var e spec.Error
 		if code == 0 || json.Unmarshal([]byte(out), &e) != nil || e.Code != c.code || !strings.Contains(e.Msg+e.Details, c.mentions) {
 			t.Errorf("case %d: want code %d mentioning %s, got %d: %s", i, c.code, c.mentions, code, out)
@@ -288,7 +275,7 @@ func TestBadInput(t *testing.T) {
 func TestStatus(t *testing.T) {
 	n := newNode(t)
 	for backend, want := range map[string]int{"": 0, "iptables": 0, "nftables": 0, "firewalld": 1} {
-		out, code := runPlugin(t, n, "STATUS", map[string]any{"cniVersion": "1.1.0", "name": "st", "type": "firewall", "backend": backend})
+		out, code := n.run("STATUS", map[string]any{"cniVersion": "1.1.0", "name": "st", "type": "firewall", "backend": backend})
 		if code != want {
 			t.Errorf("backend %q: STATUS exit %d, want %d: %s", backend, code, want, out)
 		}
@@ -346,7 +333,7 @@ func TestDefaultBackendWithoutIptables(t *testing.T) {
 	path := os.Getenv("PATH")
 	t.Setenv("PATH", "/nonexistent")
 	conf := map[string]any{"cniVersion": "1.1.0", "name": "noipt", "type": "firewall", "dataDir": n.dir + "/fw", "prevResult": prevResult(true)}
-	out, code := runPlugin(t, n, "ADD", conf)
+	out, code := n.run("ADD", conf)
 	os.Setenv("PATH", path) // the checks below run nft and iptables-save
 	if code != 0 {
 		t.Fatalf("ADD: %s", out)
@@ -354,7 +341,7 @@ func TestDefaultBackendWithoutIptables(t *testing.T) {
 	if st := n.state(); !strings.Contains(st, "table inet patchbay_firewall") || !strings.Contains(st, "ip saddr 10.33.0.5 accept") {
 		t.Errorf("no nftables rules:\n%s", st)
 	}
-	if out, code := runPlugin(t, n, "DEL", conf); code != 0 {
+	if out, code := n.run("DEL", conf); code != 0 {
 		t.Fatalf("DEL: %s", out)
 	}
 	if after := n.state(); after != before {

@@ -7,10 +7,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/patchbay-cni/patchbay/internal/launch"
 	"github.com/patchbay-cni/patchbay/spec"
 )
 
@@ -25,7 +25,7 @@ import (
 // DBUS_SYSTEM_BUS_ADDRESS.
 type firewalldProc struct {
 	dir, addr string
-	bus, fwd  *exec.Cmd
+	bus, fwd  *launch.Process // started through internal/launch: they die with the test binary
 }
 
 const busConf = `<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
@@ -77,31 +77,41 @@ func startFirewalld(t *testing.T, n *node) *firewalldProc {
 		t.Fatal(err)
 	}
 	f := &firewalldProc{dir: dir, addr: "unix:path=" + filepath.Join(dir, "bus.sock")}
+	machine := machinePathsState()
 	t.Cleanup(func() {
-		stop(t, "firewalld", f.fwd, 10*time.Second)
-		stop(t, "dbus-daemon", f.bus, 5*time.Second)
+		f.stopFirewalld(t)
+		if f.bus != nil {
+			if err := f.bus.Stop("dbus-daemon", 5*time.Second, nil); err != nil {
+				t.Error(err)
+			}
+		}
 		os.RemoveAll(dir)
+		if after := machinePathsState(); after != machine {
+			t.Errorf("firewalld changed the machine's paths:\nbefore:\n%s\nafter:\n%s", machine, after)
+		}
 	})
 	writeFile(t, filepath.Join(dir, "bus.conf"), fmt.Sprintf(busConf, filepath.Join(dir, "bus.sock")))
 	writeFile(t, filepath.Join(dir, "etc", "firewalld.conf"), firewalldConf)
 	t0 := time.Now()
-	f.bus = exec.Command("ip", "netns", "exec", n.name, "dbus-daemon", "--config-file="+filepath.Join(dir, "bus.conf"), "--nofork", "--nopidfile")
-	f.bus.Stderr = &prefixWriter{t: t, p: "dbus-daemon: "}
-	if err := f.bus.Start(); err != nil {
+	bus := exec.Command("ip", "netns", "exec", n.name, "dbus-daemon", "--config-file="+filepath.Join(dir, "bus.conf"), "--nofork", "--nopidfile")
+	bus.Stderr = &prefixWriter{t: t, p: "dbus-daemon: "}
+	if f.bus, err = launch.Start(bus); err != nil {
 		t.Fatalf("start dbus-daemon: %v", err)
 	}
 	if !waitUntil(5*time.Second, func() bool { _, err := os.Stat(filepath.Join(dir, "bus.sock")); return err == nil }) {
 		t.Fatal("dbus-daemon did not create its socket in 5s")
 	}
 	// Debian's python (its packages are firewalld's libraries): another
-	// python3 may come first in PATH.
-	f.fwd = exec.Command("ip", "netns", "exec", n.name, "sh", "-c",
+	// python3 may come first in PATH. Its configuration and log are in the
+	// temp dir; its run-time state (/run/firewalld) lands on a tmpfs over
+	// /run in the mount namespace ip netns exec gives it.
+	fwd := exec.Command("ip", "netns", "exec", n.name, "sh", "-c",
 		`mount -t tmpfs tmpfs /run && exec /usr/bin/python3 "$1" --nofork --nopid --default-config "$2" --system-config "$3" --log-target file --log-file "$4"`,
 		"sh", script, filepath.Join(fwdDir, "usr", "lib", "firewalld"), filepath.Join(dir, "etc"), filepath.Join(dir, "firewalld.log"))
-	f.fwd.Env = append(os.Environ(), "DBUS_SYSTEM_BUS_ADDRESS="+f.addr, "PYTHONPATH="+filepath.Join(fwdDir, "usr", "lib", "python3", "dist-packages"))
+	fwd.Env = append(os.Environ(), "DBUS_SYSTEM_BUS_ADDRESS="+f.addr, "PYTHONPATH="+filepath.Join(fwdDir, "usr", "lib", "python3", "dist-packages"))
 	out := &prefixWriter{t: t, p: "firewalld: "}
-	f.fwd.Stdout, f.fwd.Stderr = out, out
-	if err := f.fwd.Start(); err != nil {
+	fwd.Stdout, fwd.Stderr = out, out
+	if f.fwd, err = launch.Start(fwd); err != nil {
 		t.Fatalf("start firewalld: %v", err)
 	}
 	t.Setenv("DBUS_SYSTEM_BUS_ADDRESS", f.addr)
@@ -124,26 +134,38 @@ func startFirewalld(t *testing.T, n *node) *firewalldProc {
 
 // stopFirewalld ends firewalld (and leaves its bus running).
 func (f *firewalldProc) stopFirewalld(t *testing.T) {
-	stop(t, "firewalld", f.fwd, 10*time.Second)
-	f.fwd = nil
+	if f.fwd != nil {
+		if err := f.fwd.Stop("firewalld", 10*time.Second, nil); err != nil {
+			t.Error(err)
+		}
+	}
 }
 
-// stop ends a process we started, by its PID: SIGTERM, then SIGKILL after
-// grace.
-func stop(t *testing.T, what string, c *exec.Cmd, grace time.Duration) {
-	if c == nil || c.Process == nil {
-		return
+// machinePaths are where a firewalld keeps its configuration, state and
+// log on a machine: the test's firewalld must change none of them.
+var machinePaths = []string{"/etc/firewalld", "/var/lib/firewalld", "/var/log/firewalld", "/run/firewalld", "/etc/sysconfig"}
+
+// machinePathsState lists what machinePaths hold (names, sizes and
+// modification times, or their absence).
+func machinePathsState() string {
+	var b strings.Builder
+	for _, root := range machinePaths {
+		err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			info, err := d.Info()
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(&b, "%s %v %d %s\n", p, info.Mode(), info.Size(), info.ModTime().Format(time.RFC3339Nano))
+			return nil
+		})
+		if err != nil {
+			fmt.Fprintf(&b, "%s: %v\n", root, err)
+		}
 	}
-	done := make(chan struct{})
-	go func() { c.Wait(); close(done) }()
-	c.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-done:
-	case <-time.After(grace):
-		t.Logf("%s (pid %d) ignored SIGTERM for %v: killing it", what, c.Process.Pid, grace)
-		c.Process.Kill()
-		<-done
-	}
+	return b.String()
 }
 
 func waitUntil(d time.Duration, f func() bool) bool {

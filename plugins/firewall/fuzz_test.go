@@ -2,28 +2,29 @@ package firewall
 
 import (
 	"encoding/json"
-	"errors"
 	"reflect"
-	"strings"
 	"testing"
 
 	fw "github.com/patchbay-cni/patchbay/internal/firewall"
+	"github.com/patchbay-cni/patchbay/internal/testutil"
 	"github.com/patchbay-cni/patchbay/skel"
-	"github.com/patchbay-cni/patchbay/spec"
 )
 
-// FuzzConfig: any configuration and prevResult either is refused with a
-// CNI error (code 6 or 7) or renders, in both rule backends, into rules
-// that pass the firewall layer's validation and whose iptables-restore
-// lines are single printable lines; the record round-trips; the lenient
-// parse of DEL never fails. Nothing touches the kernel.
+// FuzzConfig: any configuration and prevResult, through skel as a real
+// invocation (testutil.FuzzConfig), either is refused with a configuration
+// error that does not name the plugin, or renders, in both rule backends,
+// into rules that pass the firewall layer's validation and whose
+// iptables-restore lines are single printable lines; the record
+// round-trips; the lenient parse of DEL never fails. Nothing touches the
+// kernel.
 func FuzzConfig(f *testing.F) {
+	var seeds [][2]string
 	for _, c := range []string{
-		`{"cniVersion":"1.0.0","name":"n","type":"firewall"}`,
+		`{}`,
 		`{"backend":"iptables","ingressPolicy":"same-bridge","iptablesAdminChainName":"MY-ADMIN"}`,
 		`{"backend":"nftables","ingressPolicy":"isolated","dataDir":"/run/x"}`,
 		`{"backend":"firewalld","firewalldZone":"internal"}`,
-		`{"backend":"pf"}`, `{"iptablesAdminChainName":"A\nB"}`, `{"firewalldZone":"a/b/c"}`, `{"backend":5}`,
+		`{"backend":"pf"}`, `{"iptablesAdminChainName":"A\nB"}`, `{"firewalldZone":"a/b/c"}`, `{"backend":5}`, `{"dataDir":"/"}`,
 	} {
 		for _, p := range []string{
 			`{"cniVersion":"1.0.0","interfaces":[{"name":"br0"},{"name":"veth1"},{"name":"eth0","sandbox":"/x"}],"ips":[{"address":"10.0.0.2/24","interface":2},{"address":"fd00::2/64"}]}`,
@@ -31,25 +32,35 @@ func FuzzConfig(f *testing.F) {
 			`{"cniVersion":"1.0.0","interfaces":[{"name":"-x"}],"ips":[]}`,
 			`{"cniVersion":"1.0.0","interfaces":[{"name":"br\"0"}],"ips":[{"address":"::ffff:10.0.0.2/120"}]}`,
 		} {
-			f.Add([]byte(c), []byte(p))
+			conf := `{"cniVersion":"1.0.0","name":"fuzz","type":"firewall","prevResult":` + p
+			if c != "{}" {
+				conf += "," + c[1:]
+			} else {
+				conf += "}"
+			}
+			seeds = append(seeds, [2]string{conf, ""})
 		}
 	}
-	f.Fuzz(func(t *testing.T, conf, prev []byte) {
-		lenient(conf)
-		p, err := parse(conf)
-		if err != nil {
-			wantCode(t, err, spec.ErrDecodingFailure, spec.ErrInvalidNetworkConfig)
+	type loaded struct {
+		p *parsed
+		r *request
+	}
+	loadAll := func(a *skel.CmdArgs) (loaded, error) {
+		lenient(a.StdinData)
+		p, err := parse(a.StdinData)
+		if err != nil || a.Conf.PrevResult == nil {
+			return loaded{}, err
+		}
+		r, err := newRequest(a, p, a.Conf.PrevResult)
+		return loaded{p, r}, err
+	}
+	testutil.FuzzConfig(f, Plugin(), seeds, loadAll, func(t *testing.T, l loaded) {
+		p, r := l.p, l.r
+		if r == nil {
 			return
 		}
-		res, err := spec.ParseResult(prev, "1.0.0")
-		if err != nil {
-			return
-		}
-		a := &skel.CmdArgs{Conf: &spec.NetConf{Name: "fuzz"}, IfName: "eth0", ContainerID: "ctr1"}
-		r, err := newRequest(a, p, res)
-		if err != nil {
-			wantCode(t, err, spec.ErrInvalidNetworkConfig)
-			return
+		if err := safeDataDir(p.dataDir); err != nil {
+			t.Fatalf("dataDir %q accepted: %v", p.dataDir, err)
 		}
 		for _, backend := range []string{backendIPT, backendNFT, backendFirewalld} {
 			st, err := newState(p, r.att, backend)
@@ -65,7 +76,7 @@ func FuzzConfig(f *testing.F) {
 			for _, l := range []layout{iptLayout(), nftLayout()} {
 				lines, err := fw.DryRun(l.kind, l.rulesets(st.want(backend != backendFirewalld))...)
 				if err != nil {
-					t.Fatalf("%s: accepted configuration does not render: %v\nconf %s\nprev %s", l.kind, err, conf, prev)
+					t.Fatalf("%s: accepted configuration does not render: %v", l.kind, err)
 				}
 				for _, line := range lines {
 					for _, c := range line {
@@ -91,21 +102,4 @@ func FuzzConfig(f *testing.F) {
 			}
 		}
 	})
-}
-
-func wantCode(t *testing.T, err error, codes ...uint) {
-	t.Helper()
-	var e *spec.Error
-	if !errors.As(err, &e) {
-		t.Fatalf("not a CNI error: %v", err)
-	}
-	for _, c := range codes {
-		if e.Code == c {
-			if strings.TrimSpace(e.Msg) == "" {
-				t.Fatalf("code %d without a message", c)
-			}
-			return
-		}
-	}
-	t.Fatalf("code %d, want one of %v: %v", e.Code, codes, err)
 }

@@ -48,7 +48,7 @@ func TestGC(t *testing.T) {
 				t.Errorf("GC removed the isolation of a bridge still in use:\n%s", st)
 			}
 			recs, _ := filepath.Glob(filepath.Join(n.dir, "fw", "fwgc", "*.json"))
-			if len(recs) != 1 || !strings.HasSuffix(recs[0], "g1_eth0.json") {
+			if len(recs) != 1 || !strings.HasSuffix(recs[0], "g1:eth0.json") {
 				t.Errorf("records after GC: %v", recs)
 			}
 			if err := os.Remove(filepath.Join(n.dir, "cache", "results", "fwgc-g1-eth0")); err != nil {

@@ -16,15 +16,12 @@ import (
 	"github.com/patchbay-cni/patchbay/spec"
 )
 
-// noBus is the system bus the plugins see unless a test starts its own:
-// a path that does not exist, so that "backend" left out never finds a
-// firewalld of the machine's (and never programs the machine's firewall).
-const noBus = "unix:path=/nonexistent/patchbay-test-no-system-bus"
-
-func TestMain(m *testing.M) {
-	os.Setenv("DBUS_SYSTEM_BUS_ADDRESS", noBus)
-	os.Exit(m.Run())
-}
+// TestMain keeps the tests away from the machine's state (testutil.Run):
+// the system bus the plugins see, unless a test starts its own, does not
+// exist, so that "backend" left out never finds a firewalld of the
+// machine's (and never programs the machine's firewall); records and locks
+// go to a temporary run directory.
+func TestMain(m *testing.M) { os.Exit(testutil.Run(m)) }
 
 // node is a test "host" network namespace with a runtime driving plugins
 // from binDir, a temp dir for IPAM data, records and the result cache.

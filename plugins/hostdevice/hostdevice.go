@@ -340,7 +340,7 @@ func check(a *skel.CmdArgs) error {
 }
 
 func checkErr(format string, a ...any) error {
-	return spec.Errorf(spec.ErrInternal, "host-device CHECK: "+format, a...)
+	return spec.Errorf(spec.ErrInternal, "CHECK: "+format, a...)
 }
 
 func status(a *skel.CmdArgs) error {

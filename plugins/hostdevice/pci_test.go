@@ -1,6 +1,7 @@
 package hostdevice
 
 import (
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -13,7 +14,9 @@ import (
 
 // The VM gets two virtio network cards wired to each other: real PCI
 // network devices for pciBusID, kernelpath, deviceID and DPDK mode.
-func TestMain(m *testing.M) { vmtest.MainWith(m, vmtest.Options{NICs: 2}) }
+func TestMain(m *testing.M) {
+	os.Exit(vmtest.WrapWith(vmtest.Options{NICs: 2}, func() int { return testutil.Run(m) }))
+}
 
 // pciOf returns the PCI address and the sysfs device directory of the
 // guest's network card ethN (before anything moves it).

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/patchbay-cni/patchbay/internal/testutil"
 	"github.com/patchbay-cni/patchbay/skel"
 	"github.com/patchbay-cni/patchbay/spec"
 )
@@ -21,7 +22,7 @@ func TestMain(m *testing.M) {
 		delete(env, "PATCHBAY_TEST_AS_HOSTLOCAL")
 		os.Exit(skel.Run(context.Background(), Plugin(), env, os.Stdin, os.Stdout, os.Stderr))
 	}
-	os.Exit(m.Run())
+	testutil.Main(m)
 }
 
 // testConf builds a network config with the given ipam body (without braces).

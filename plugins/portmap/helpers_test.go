@@ -26,7 +26,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv(asPluginEnv) == "1" {
 		skel.Main(Plugin())
 	}
-	os.Exit(m.Run())
+	os.Exit(testutil.Run(m))
 }
 
 // Addresses are documentation ranges, only ever assigned inside test netns.

@@ -36,7 +36,7 @@ type config struct {
 }
 
 func invalid(format string, a ...any) error {
-	return spec.Errorf(spec.ErrInvalidNetworkConfig, "sbr: "+format, a...)
+	return spec.Errorf(spec.ErrInvalidNetworkConfig, format, a...)
 }
 
 func load(a *skel.CmdArgs) (*config, error) {
@@ -45,6 +45,21 @@ func load(a *skel.CmdArgs) (*config, error) {
 		return nil, err
 	}
 	return parse(&n)
+}
+
+// lenientTable is the configuration a DEL whose configuration does not
+// validate goes by: "table" alone, and known false when it cannot be read
+// (so that DEL leaves the routes of what may be the operator's table).
+func lenientTable(stdin []byte) (c *config, known bool) {
+	var n netConf
+	if json.Unmarshal(stdin, &n) != nil {
+		return &config{}, false
+	}
+	c, err := parse(&netConf{Table: n.Table})
+	if err != nil {
+		return &config{}, false
+	}
+	return c, true
 }
 
 func isNull(raw json.RawMessage) bool {

@@ -118,11 +118,13 @@ func env(cmd string, extra ...string) map[string]string {
 	return e
 }
 
-// run invokes our plugin in-process (sbr works in the container's
-// namespace only; the caller's namespace does not matter).
+// run invokes our plugin in-process. sbr works in the container's
+// namespace only, so the "host" it runs in is the container's too: one per
+// fixture, which keeps the attachment locks (per host namespace, skel) of
+// parallel tests apart (they all use container ctr1, interface eth0).
 func (f *fixture) run(cmd, config string, extra ...string) (string, int) {
 	f.t.Helper()
-	return testutil.RunPlugin(f.t, Plugin(), "", env(cmd, append([]string{"CNI_NETNS=" + f.path}, extra...)...), config)
+	return testutil.RunPlugin(f.t, Plugin(), f.path, env(cmd, append([]string{"CNI_NETNS=" + f.path}, extra...)...), config)
 }
 
 func (f *fixture) mustRun(cmd, config string, extra ...string) string {

@@ -44,7 +44,7 @@ func lock(n *link.NS) error {
 		err := unix.Flock(n.Fd(), unix.LOCK_EX)
 		if !errors.Is(err, unix.EINTR) {
 			if err != nil {
-				return fmt.Errorf("sbr: lock %s: %w", n, err)
+				return fmt.Errorf("lock %s: %w", n, err)
 			}
 			return nil
 		}
@@ -122,7 +122,7 @@ func ensureRule(cont *link.NS, rules []netlink.Rule, a netip.Addr, table int, un
 	r := netlink.NewRule()
 	r.Src, r.Table = hostNet(a), table
 	if err := cont.H.RuleAdd(r); err != nil && !errors.Is(err, unix.EEXIST) {
-		return fmt.Errorf("sbr: add rule from %s lookup %d: %w", a, table, err)
+		return fmt.Errorf("add rule from %s lookup %d: %w", a, table, err)
 	}
 	undo.Push(fmt.Sprintf("delete rule from %s lookup %d", a, table), func() error { return ignoreGone(cont.H.RuleDel(r)) })
 	return nil
@@ -187,7 +187,7 @@ func belongs(r *netlink.Route, ipc *spec.IPConfig) bool {
 func allRoutes(cont *link.NS) ([]netlink.Route, error) {
 	rs, err := cont.RouteListFiltered(netlink.FAMILY_ALL, &netlink.Route{Table: unix.RT_TABLE_UNSPEC}, netlink.RT_FILTER_TABLE)
 	if err != nil {
-		return nil, fmt.Errorf("sbr: list routes in %s: %w", cont, err)
+		return nil, fmt.Errorf("list routes in %s: %w", cont, err)
 	}
 	return rs, nil
 }
@@ -208,14 +208,14 @@ func add(a *skel.CmdArgs) (res *spec.Result, err error) {
 	defer cont.Close()
 	l, err := cont.FindLink(a.IfName)
 	if err != nil {
-		return nil, fmt.Errorf("sbr: look up %q in %s: %w", a.IfName, cont, err)
+		return nil, fmt.Errorf("look up %q in %s: %w", a.IfName, cont, err)
 	}
 	if l == nil {
-		return nil, spec.Errorf(spec.ErrInternal, "sbr: interface %q not found in %s", a.IfName, cont)
+		return nil, spec.Errorf(spec.ErrInternal, "interface %q not found in %s", a.IfName, cont)
 	}
 	rules, err := cont.RuleList(netlink.FAMILY_ALL)
 	if err != nil {
-		return nil, fmt.Errorf("sbr: list rules in %s: %w", cont, err)
+		return nil, fmt.Errorf("list rules in %s: %w", cont, err)
 	}
 	res = a.Conf.PrevResult.Clone()
 	var undo link.Undo
@@ -290,7 +290,7 @@ func moveRoutes(cont *link.NS, c *config, l netlink.Link, ips []*spec.IPConfig, 
 			r.Table, r.Flags = table, 0 // flags of a route the kernel made are refused on add
 			existed := have[keyOf(&r)]
 			if err := cont.H.RouteReplace(&r); err != nil {
-				return fmt.Errorf("sbr: %s to %s in table %d: %w", what, routeDst(&r), table, err)
+				return fmt.Errorf("%s to %s in table %d: %w", what, routeDst(&r), table, err)
 			}
 			if !existed {
 				have[keyOf(&r)] = true
@@ -341,7 +341,7 @@ func moveRoutes(cont *link.NS, c *config, l netlink.Link, ips []*spec.IPConfig, 
 				}
 			}
 			if err := cont.H.RouteReplace(&hint); err != nil {
-				return fmt.Errorf("sbr: add the route to %s with source hint %s: %w", subnet, ipc.Address.Addr(), err)
+				return fmt.Errorf("add the route to %s with source hint %s: %w", subnet, ipc.Address.Addr(), err)
 			}
 			hinted[subnet] = true
 			undo.Push("put back the main table's route to "+subnet.String(), func() error {
@@ -361,7 +361,7 @@ func moveRoutes(cont *link.NS, c *config, l netlink.Link, ips []*spec.IPConfig, 
 			continue
 		}
 		if err := cont.H.RouteDel(&r); err != nil && ignoreGone(err) != nil {
-			return fmt.Errorf("sbr: delete the route to %s from the main table: %w", routeDst(&r), err)
+			return fmt.Errorf("delete the route to %s from the main table: %w", routeDst(&r), err)
 		}
 		undo.Push("put back the main table's route to "+routeDst(&r).String(), func() error {
 			r.Flags = 0

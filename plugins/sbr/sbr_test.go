@@ -315,3 +315,23 @@ func TestDelTolerant(t *testing.T) {
 		t.Errorf("rules left after DEL without the interface:\n%s", s)
 	}
 }
+
+// TestDelInvalidConfigKeepsOperatorTable: a DEL whose configuration does
+// not validate goes by "table" alone. With a readable table (the operator's
+// table 30, another key bad), it removes sbr's rules to it and no route;
+// with an unreadable table, the rules from the interface's addresses and
+// again no route: the operator's table keeps its routes through the
+// interface either way.
+func TestDelInvalidConfigKeepsOperatorTable(t *testing.T) {
+	for _, keys := range []string{`"table":30,"gateways":["not an address"]`, `"table":"thirty"`, `"table":30,"addSourceHints":"maybe"`} {
+		f := newFixture(t)
+		f.ip("route", "add", "default", "via", "10.1.1.1", "dev", "eth0", "table", "30")
+		f.ip("route", "add", "10.9.0.0/24", "via", "10.1.1.7", "dev", "eth0", "table", "30")
+		before := f.state()
+		out := f.mustRun("ADD", conf("1.1.0", `"table":30`, f.prevResult("1.1.0", false)))
+		f.mustRun("DEL", conf("1.1.0", keys, out))
+		if got := f.state(); got != before {
+			t.Errorf("%s: DEL left or removed:\n%s", keys, diff(before, got))
+		}
+	}
+}

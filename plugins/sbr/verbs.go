@@ -18,11 +18,14 @@ import (
 // interface's routes in them. Nothing to do when the namespace is gone.
 func del(a *skel.CmdArgs) error {
 	c, err := load(a)
+	tableKnown := true
 	if err != nil {
-		// DEL is best effort: without a readable "table", remove the
-		// rules of any table.
-		a.Log.Warn("DEL with an invalid configuration: removing sbr rules of any table", "error", err)
-		c = &config{}
+		// DEL is best effort: "table" alone decides what goes (the rest
+		// does not matter to DEL). Without a readable one, the rules from
+		// the interface's addresses go, whatever their table, and no
+		// route: the table may be the operator's.
+		c, tableKnown = lenientTable(a.StdinData)
+		a.Log.Warn("DEL with an invalid configuration", "error", err, "table", c.table, "tableKnown", tableKnown)
 	}
 	cont, err := link.OpenIfExists(a.Netns)
 	if err != nil || cont == nil {
@@ -40,12 +43,12 @@ func del(a *skel.CmdArgs) error {
 	}
 	l, err := cont.FindLink(a.IfName)
 	if err != nil {
-		return fmt.Errorf("sbr: look up %q in %s: %w", a.IfName, cont, err)
+		return fmt.Errorf("look up %q in %s: %w", a.IfName, cont, err)
 	}
 	if l != nil {
 		as, err := cont.AddrList(l, netlink.FAMILY_ALL)
 		if err != nil {
-			return fmt.Errorf("sbr: list the addresses of %q: %w", a.IfName, err)
+			return fmt.Errorf("list the addresses of %q: %w", a.IfName, err)
 		}
 		for _, ad := range as {
 			srcs[link.Prefix(ad.IPNet).Addr()] = true
@@ -56,7 +59,7 @@ func del(a *skel.CmdArgs) error {
 	}
 	rules, err := cont.RuleList(netlink.FAMILY_ALL)
 	if err != nil {
-		return fmt.Errorf("sbr: list rules in %s: %w", cont, err)
+		return fmt.Errorf("list rules in %s: %w", cont, err)
 	}
 	var errs []error
 	tables := map[int]bool{}
@@ -72,7 +75,7 @@ func del(a *skel.CmdArgs) error {
 	}
 	// The tables sbr picked hold copies of the interface's routes; a table
 	// given as "table" is the operator's, and its routes stay.
-	if c.table == 0 && l != nil && len(tables) > 0 {
+	if c.table == 0 && tableKnown && l != nil && len(tables) > 0 {
 		routes, err := allRoutes(cont)
 		if err != nil {
 			return err
@@ -86,13 +89,13 @@ func del(a *skel.CmdArgs) error {
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("sbr: %w", err)
+		return err
 	}
 	return nil
 }
 
 func checkErr(format string, a ...any) error {
-	return spec.Errorf(spec.ErrInternal, "sbr CHECK: "+format, a...)
+	return spec.Errorf(spec.ErrInternal, format, a...)
 }
 
 // check verifies the rule of every address and, for tables sbr picks,
@@ -116,7 +119,7 @@ func check(a *skel.CmdArgs) error {
 	defer cont.Close()
 	l, err := cont.FindLink(a.IfName)
 	if err != nil {
-		return fmt.Errorf("sbr: look up %q in %s: %w", a.IfName, cont, err)
+		return fmt.Errorf("look up %q in %s: %w", a.IfName, cont, err)
 	}
 	if l == nil {
 		return checkErr("interface %q not found in %s", a.IfName, cont)
@@ -124,7 +127,7 @@ func check(a *skel.CmdArgs) error {
 	idx := l.Attrs().Index
 	rules, err := cont.RuleList(netlink.FAMILY_ALL)
 	if err != nil {
-		return fmt.Errorf("sbr: list rules in %s: %w", cont, err)
+		return fmt.Errorf("list rules in %s: %w", cont, err)
 	}
 	tables := make([]int, len(ips))
 	for i, ipc := range ips {

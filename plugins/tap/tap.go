@@ -201,7 +201,7 @@ func check(a *skel.CmdArgs) error {
 }
 
 func checkErr(format string, a ...any) error {
-	return spec.Errorf(spec.ErrInternal, "tap CHECK: "+format, a...)
+	return spec.Errorf(spec.ErrInternal, "CHECK: "+format, a...)
 }
 
 func status(a *skel.CmdArgs) error {

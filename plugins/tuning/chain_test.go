@@ -16,7 +16,7 @@ import (
 // its own: the mac capability reaches tuning, the result shows it, CHECK
 // passes and DEL restores the namespace-wide sysctl.
 func TestChainWithCnitool(t *testing.T) {
-	ours, ref := testutil.OurBin(t), testutil.RefBin(t)
+	ours := testutil.OurBin(t)
 	hostNS, _ := testutil.NewNS(t, "tunh")
 	f := newFixture(t)
 	f.ip(t, "link", "del", "eth0") // ptp creates eth0 itself
@@ -28,12 +28,11 @@ func TestChainWithCnitool(t *testing.T) {
 		t.Fatal(err)
 	}
 	somaxconn := f.sysctl(t, "net/core/somaxconn")
+	varlib := t.TempDir() // cnitool's libcni cache (fixed at /var/lib/cni) lands in varlib/cni
 	cnitool := func(verb string) string {
 		t.Helper()
-		c := exec.Command("ip", "netns", "exec", hostNS, filepath.Join(ref, "cnitool"), verb, "tnet", f.path)
-		c.Env = append(os.Environ(), "NETCONFPATH="+dir, "CNI_PATH="+ours, `CAP_ARGS={"mac":"c2:11:22:33:44:88"}`,
-			"CNI_CACHE_DIR="+filepath.Join(dir, "cache"))
-		out, err := c.CombinedOutput()
+		out, err := testutil.Cnitool(t, hostNS, varlib, []string{"NETCONFPATH=" + dir, "CNI_PATH=" + ours, `CAP_ARGS={"mac":"c2:11:22:33:44:88"}`},
+			verb, "tnet", f.path)
 		if err != nil {
 			t.Fatalf("cnitool %s: %v: %s", verb, err, out)
 		}

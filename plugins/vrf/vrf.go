@@ -458,5 +458,5 @@ func routesVia(res *spec.Result, idx, table int) []*spec.Route {
 }
 
 func checkErr(format string, a ...any) error {
-	return spec.Errorf(spec.ErrInternal, "vrf CHECK: "+format, a...)
+	return spec.Errorf(spec.ErrInternal, "CHECK: "+format, a...)
 }

@@ -3,6 +3,7 @@ package vrf
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -13,7 +14,7 @@ import (
 )
 
 // This machine's kernel has no vrf: every test here runs in the VM.
-func TestMain(m *testing.M) { vmtest.Main(m) }
+func TestMain(m *testing.M) { os.Exit(vmtest.Wrap(func() int { return testutil.Run(m) })) }
 
 // lab is a host namespace the plugin runs in and a container namespace
 // with veth interfaces into the host, addressed as an interface plugin

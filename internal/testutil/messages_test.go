@@ -1,0 +1,44 @@
+package testutil
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// TestMessagesDoNotNameTheirPlugin enforces skel's message rule in every
+// plugin's source: an error a plugin builds never starts with its own type
+// (the runtime and Delegate name the plugin; "dhcp: dhcp: ..." otherwise).
+// The fuzz targets check the configuration errors at run time
+// (ConfigError); this covers every other error, which no fuzzer reaches.
+func TestMessagesDoNotNameTheirPlugin(t *testing.T) {
+	dirs, err := filepath.Glob("../../plugins/*")
+	if err != nil || len(dirs) == 0 {
+		t.Fatalf("no plugin directories: %v", err)
+	}
+	maker := regexp.MustCompile(`(Errorf|NewError|errors\.New|invalid|checkErr)\(`)
+	for _, dir := range dirs {
+		typ := filepath.Base(dir)
+		if typ == "hostlocal" {
+			typ = "host-local"
+		}
+		bad := regexp.MustCompile(`"` + regexp.QuoteMeta(typ) + `(:| (ADD|DEL|CHECK|GC|STATUS)\b)`)
+		files, _ := filepath.Glob(filepath.Join(dir, "*.go"))
+		for _, f := range files {
+			if strings.HasSuffix(f, "_test.go") {
+				continue
+			}
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, line := range strings.Split(string(b), "\n") {
+				if maker.MatchString(line) && bad.MatchString(line) {
+					t.Errorf("%s:%d: a message naming its own plugin: %s", f, i+1, strings.TrimSpace(line))
+				}
+			}
+		}
+	}
+}
