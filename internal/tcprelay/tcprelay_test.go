@@ -11,15 +11,14 @@ import (
 	"time"
 )
 
-// upperServer answers each connection with what it read, upper-cased,
-// after the client half-closed.
-func upperServer(t *testing.T) net.Listener {
-	t.Helper()
+// server serves every connection with handle, until the test ends.
+func server(tb testing.TB, handle func(net.Conn)) net.Listener {
+	tb.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	t.Cleanup(func() { ln.Close() })
+	tb.Cleanup(func() { ln.Close() })
 	go func() {
 		for {
 			c, err := ln.Accept()
@@ -28,12 +27,20 @@ func upperServer(t *testing.T) net.Listener {
 			}
 			go func() {
 				defer c.Close()
-				b, _ := io.ReadAll(c)
-				c.Write([]byte(strings.ToUpper(string(b))))
+				handle(c)
 			}()
 		}
 	}()
 	return ln
+}
+
+// upperServer answers each connection with what it read, upper-cased,
+// after the client half-closed.
+func upperServer(t *testing.T) net.Listener {
+	return server(t, func(c net.Conn) {
+		b, _ := io.ReadAll(c)
+		c.Write([]byte(strings.ToUpper(string(b))))
+	})
 }
 
 func listen(t *testing.T) net.Listener {
@@ -161,4 +168,55 @@ func TestRelayCloseEndsEverything(t *testing.T) {
 	if err := r.Close(); err != nil {
 		t.Errorf("second Close: %v", err)
 	}
+}
+
+// pingPongServer answers every 512-byte message with one of its own, on a
+// kept-alive connection.
+func pingPongServer(b *testing.B) net.Listener {
+	return server(b, func(c net.Conn) {
+		buf := make([]byte, 512)
+		for {
+			if _, err := io.ReadFull(c, buf); err != nil {
+				return
+			}
+			if _, err := c.Write(buf); err != nil {
+				return
+			}
+		}
+	})
+}
+
+func benchPingPong(b *testing.B, addr string) {
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	buf := make([]byte, 512)
+	for b.Loop() {
+		if _, err := c.Write(buf); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := io.ReadFull(c, buf); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkRoundTripDirect and BenchmarkRoundTripRelayed are one 512-byte
+// request and answer on a kept-alive loopback connection, without and with a
+// relay between: their difference is what the relay adds to a request.
+func BenchmarkRoundTripDirect(b *testing.B) {
+	benchPingPong(b, pingPongServer(b).Addr().String())
+}
+
+func BenchmarkRoundTripRelayed(b *testing.B) {
+	srv := pingPongServer(b)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	r := Serve(ln, dialTo(srv.Addr().String()))
+	defer r.Close()
+	benchPingPong(b, r.Addr().String())
 }
