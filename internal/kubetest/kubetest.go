@@ -1,7 +1,7 @@
 // Package kubetest runs a real Kubernetes API server for tests: Debian's etcd
-// and a kube-apiserver built by scripts/kube-deps.sh, with their state in a
-// temporary directory. No
-// controller-manager, scheduler or kubelet runs: objects are stored and
+// and a kube-apiserver built by scripts/kube-deps.sh, in a network namespace
+// of their own (see Isolation), with their state in a temporary directory.
+// No controller-manager, scheduler or kubelet runs: objects are stored and
 // validated, nothing acts on them (create the "default" ServiceAccount before
 // Pods; CRDs still become Established because the apiserver does that itself).
 //
