@@ -1,7 +1,7 @@
 // Package kubetest runs a real Kubernetes API server for tests: Debian's etcd
-// and a kube-apiserver built by scripts/kube-deps.sh, both listening only on
-// 127.0.0.1 free ports, with their state in a temporary directory. No
-// controller-manager, scheduler or kubelet runs: objects are stored and
+// and a kube-apiserver built by scripts/kube-deps.sh, in a network namespace
+// of their own (see Isolation), with their state in a temporary directory.
+// No controller-manager, scheduler or kubelet runs: objects are stored and
 // validated, nothing acts on them (create the "default" ServiceAccount before
 // Pods; CRDs still become Established because the apiserver does that itself).
 //
@@ -13,6 +13,22 @@
 //     use. The package's TestMain must call kubetest.Main(m), which stops it
 //     after all tests. Tests sharing it should use their own namespaces
 //     (UniqueNamespace).
+//
+// # Isolation
+//
+// Both servers run inside a network namespace the cluster creates (unnamed,
+// only lo, up) and listen on its 127.0.0.1; the machine's own namespace
+// gets no listener of theirs. Clients reach the apiserver at Cluster.URL, a
+// relay (internal/tcprelay) on the machine's 127.0.0.1 that pipes each
+// connection into the namespace: Do, Client, Kubeconfig and every program a
+// test runs with that kubeconfig work as if the apiserver listened there,
+// and RestartAPIServer keeps the URL. Relay serves the same into a test's own
+// namespace. The namespace's only references are the two servers and a
+// descriptor the Cluster holds, so Stop (which closes the relays, stops the
+// servers and closes the descriptor) leaves nothing, and neither does a test
+// binary that dies without cleaning up, even by SIGKILL: the kernel closes
+// the descriptor and the relays' sockets, and the servers get SIGKILL when
+// it dies (launch.Start's Pdeathsig).
 //
 // Authentication is a static admin token (group system:masters) sent by the
 // Cluster's helpers and its HTTP client; the serving certificate is signed by
@@ -34,6 +50,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/patchbay-cni/patchbay/internal/tcprelay"
 )
 
 // Version is the Kubernetes version scripts/kube-deps.sh builds.
@@ -41,7 +59,7 @@ const Version = "v1.32.13"
 
 // Cluster is a running etcd + kube-apiserver pair.
 type Cluster struct {
-	URL        string       // https://127.0.0.1:<port>
+	URL        string       // https://127.0.0.1:<port>: the relay on the machine's loopback
 	Token      string       // bearer token of AdminUser (group system:masters)
 	UserToken  string       // bearer token of PlainUser (no rights beyond system:authenticated)
 	CAFile     string       // PEM CA that signed the serving certificate
@@ -52,6 +70,9 @@ type Cluster struct {
 	Startup    time.Duration
 
 	etcd, apiserver *process
+	ns              *clusterNetns
+	relayMu         sync.Mutex
+	relays          []*tcprelay.Relay // the URL's first, then Relay's
 	apiBin          string
 	apiArgs         []string
 	disc            discoveryCache
@@ -91,13 +112,25 @@ func StartIn(dir string) (*Cluster, error) {
 	return start(dir)
 }
 
-// PIDs returns the process IDs of etcd and kube-apiserver.
+// PIDs returns the process IDs of etcd and kube-apiserver (both in the
+// cluster's network namespace: /proc/PID/ns/net).
 func (c *Cluster) PIDs() []int { return []int{c.etcd.Pid(), c.apiserver.Pid()} }
 
-// Stop kills the apiserver then etcd (SIGTERM, SIGKILL after a grace period)
-// and waits for both. Safe to call more than once.
+// Stop closes the relays (the URL's and Relay's: their listeners and
+// connections), kills the apiserver then etcd (SIGTERM, SIGKILL after a
+// grace period), waits for both, and drops the network namespace. Safe to
+// call more than once.
 func (c *Cluster) Stop() error {
 	var errs []string
+	c.relayMu.Lock()
+	relays := c.relays
+	c.relays = nil
+	c.relayMu.Unlock()
+	for _, r := range relays {
+		if err := r.Close(); err != nil {
+			errs = append(errs, fmt.Sprintf("relay on %s: %v", r.Addr(), err))
+		}
+	}
 	for _, p := range []*process{c.apiserver, c.etcd} {
 		if p == nil {
 			continue
@@ -106,6 +139,7 @@ func (c *Cluster) Stop() error {
 			errs = append(errs, err.Error())
 		}
 	}
+	c.ns.close()
 	if len(errs) > 0 {
 		return fmt.Errorf("%s", strings.Join(errs, "; "))
 	}

@@ -7,16 +7,20 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/patchbay-cni/patchbay/internal/kubetest"
+	"github.com/patchbay-cni/patchbay/internal/launch"
 )
 
-func TestMain(m *testing.M) { kubetest.Main(m) }
+func TestMain(m *testing.M) {
+	if dir := os.Getenv(ownerEnv); dir != "" {
+		ownerHelper(dir) // never returns
+	}
+	kubetest.Main(m)
+}
 
 // decode unmarshals JSON into a generic map, failing the test on error.
 func decode(t *testing.T, b []byte) map[string]any {
@@ -229,19 +233,17 @@ func TestPod(t *testing.T) {
 	}
 }
 
-// A cluster of its own is stopped with the test: both PIDs are gone, also
-// after an apiserver restart. The restarted apiserver keeps its address and
-// etcd's data, and Relay reaches it again.
-func TestStartStopLeavesNoProcess(t *testing.T) {
-	var pids []int
+// A cluster of its own runs inside its own network namespace and is
+// stopped with the test: no process, namespace or relay is left, also after
+// an apiserver restart. The restarted apiserver is in the same namespace,
+// keeps its address and etcd's data, and Relay reaches it again.
+func TestStartStopLeavesNothing(t *testing.T) {
+	var id clusterID
+	var userRelay string
 	t.Run("cluster", func(t *testing.T) {
 		c := kubetest.Start(t)
-		pids = c.PIDs()
-		for _, pid := range pids {
-			if err := syscall.Kill(pid, 0); err != nil {
-				t.Fatalf("pid %d not running: %v", pid, err)
-			}
-		}
+		id = identify(t, c)
+		checkIsolated(t, c, id.NetnsInode)
 		if _, _, err := c.Do("GET", "/readyz", nil); err != nil {
 			t.Fatal(err)
 		}
@@ -253,6 +255,7 @@ func TestStartStopLeavesNoProcess(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer ln.Close()
+		userRelay = ln.Addr().String()
 		conns := c.Relay(ln)
 		relayed := func() error {
 			req, _ := http.NewRequest("GET", "https://"+ln.Addr().String()+"/readyz", nil)
@@ -271,13 +274,16 @@ func TestStartStopLeavesNoProcess(t *testing.T) {
 			t.Fatalf("through the relay: %v", err)
 		}
 		old := c.PIDs()[1]
+		oldStart := launch.StartTime(old)
 		if err := c.RestartAPIServer(200 * time.Millisecond); err != nil {
 			t.Fatal(err)
 		}
-		if pid := c.PIDs()[1]; pid == old || syscall.Kill(old, 0) == nil {
-			t.Errorf("apiserver pid %d after restart, old %d still running: %v", pid, old, syscall.Kill(old, 0))
+		if pid := c.PIDs()[1]; pid == old || launch.StartTime(old) == oldStart {
+			t.Errorf("apiserver pid %d after restart, old %d still running", pid, old)
 		}
-		pids = append(pids, c.PIDs()[1])
+		restarted := identify(t, c)
+		id.Procs = append(id.Procs, restarted.Procs[1])
+		checkIsolated(t, c, id.NetnsInode)
 		if _, err := c.Get("v1", "Namespace", "", "kept"); err != nil {
 			t.Errorf("namespace lost across the restart: %v", err)
 		}
@@ -286,18 +292,9 @@ func TestStartStopLeavesNoProcess(t *testing.T) {
 			t.Errorf("through the relay after the restart: %v (%d connections)", err, conns.Load())
 		}
 	})
-	if len(pids) != 3 {
-		t.Fatalf("pids %v", pids)
+	if len(id.Procs) != 3 {
+		t.Fatalf("processes %v", id.Procs)
 	}
-	for _, pid := range pids {
-		err := syscall.Kill(pid, 0)
-		if err == syscall.ESRCH {
-			continue
-		}
-		// The PID may have been reused by an unrelated process already.
-		cmd, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
-		if strings.Contains(string(cmd), "etcd") || strings.Contains(string(cmd), "kube-apiserver") {
-			t.Errorf("pid %d still running after cleanup: %q", pid, cmd)
-		}
-	}
+	id.Relays = append(id.Relays, userRelay)
+	checkGone(t, id, 5*time.Second)
 }

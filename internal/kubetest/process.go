@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"os"
-	"os/exec"
 	"time"
 
 	"github.com/patchbay-cni/patchbay/internal/launch"
@@ -17,16 +16,20 @@ type process struct {
 	log  *os.File
 }
 
-// startProcess starts bin with args, output to logPath. It dies with the
-// test binary even when that never runs its cleanups (a -timeout panic, a
-// crash): no orphan servers (see launch.Start).
-func startProcess(name, logPath, bin string, args ...string) (*process, error) {
+// startProcess starts bin with args inside the cluster's network
+// namespace, output to logPath. It dies with the test binary even when that
+// never runs its cleanups (a -timeout panic, a crash, SIGKILL): no orphan
+// servers (see launch.Start).
+func (c *Cluster) startProcess(name, logPath, bin string, args ...string) (*process, error) {
+	if c.ns == nil || c.ns.f == nil {
+		return nil, fmt.Errorf("start %s: the cluster's network namespace is gone (stopped)", name)
+	}
 	// Appended to: a restarted process keeps the earlier lines.
 	log, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(bin, args...)
+	cmd := c.ns.command(bin, args...)
 	cmd.Stdout, cmd.Stderr = log, log
 	lp, err := launch.Start(cmd)
 	if err != nil {

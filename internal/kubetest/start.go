@@ -1,17 +1,19 @@
 package kubetest
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/patchbay-cni/patchbay/internal/tcprelay"
 )
 
 // Readiness deadlines are generous: the machine is small and shared.
@@ -20,7 +22,18 @@ const (
 	apiserverReadyTimeout = 90 * time.Second
 )
 
-// start brings up etcd and kube-apiserver with their state in dir.
+// Fixed addresses inside the cluster's own network namespace, where nothing
+// else listens: no port probing, no retries on a taken port.
+const (
+	etcdClientURL = "http://127.0.0.1:2379"
+	etcdPeerURL   = "http://127.0.0.1:2380"
+	apiServerAddr = "127.0.0.1"
+	apiServerPort = 6443
+)
+
+// start brings up etcd and kube-apiserver with their state in dir, inside
+// a network namespace of their own; the URL is a relay on the machine's
+// loopback into it.
 func start(dir string) (c *Cluster, err error) {
 	etcdBin, apiBin, err := binaries()
 	if err != nil {
@@ -45,19 +58,31 @@ func start(dir string) (c *Cluster, err error) {
 			c.Stop()
 		}
 	}()
-
-	etcdURL, err := c.startEtcd(etcdBin)
+	if c.ns, err = newNetns(); err != nil {
+		return c, err
+	}
+	// The relay on the machine's loopback is the cluster's address for
+	// every client: its port stays the same across apiserver restarts, and
+	// TLS runs end to end (the certificate is for 127.0.0.1).
+	ln, err := listenHost()
 	if err != nil {
 		return c, err
 	}
+	c.URL = "https://" + ln.Addr().String()
+	c.relays = append(c.relays, tcprelay.Serve(ln, c.dialAPIServer))
 
+	if err := c.startEtcd(etcdBin); err != nil {
+		return c, err
+	}
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(cr.CAPEM)
 	c.Client = &http.Client{
 		Timeout:   30 * time.Second,
 		Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, MaxIdleConnsPerHost: 8},
 	}
-	if err := c.startAPIServer(apiBin, etcdURL, cr); err != nil {
+	c.apiBin = apiBin
+	c.apiArgs = APIServerFlags(cr, etcdClientURL, apiServerAddr, apiServerPort, filepath.Join(c.Dir, "apiserver-certs"))
+	if err := c.runAPIServer(); err != nil {
 		return c, err
 	}
 	if err := c.WriteKubeconfig(c.Kubeconfig, c.Token); err != nil {
@@ -67,59 +92,32 @@ func start(dir string) (c *Cluster, err error) {
 	return c, nil
 }
 
-func (c *Cluster) startEtcd(bin string) (string, error) {
-	data := filepath.Join(c.Dir, "etcd")
-	var lastErr error
-	for attempt := 0; attempt < 3; attempt++ { // free ports can be taken between probe and bind
-		ports, err := freePorts(2)
-		if err != nil {
-			return "", err
-		}
-		client := "http://127.0.0.1:" + strconv.Itoa(ports[0])
-		peer := "http://127.0.0.1:" + strconv.Itoa(ports[1])
-		os.RemoveAll(data)
-		p, err := startProcess("etcd", filepath.Join(c.Dir, "etcd.log"), bin, EtcdFlags(data, client, peer)...)
-		if err != nil {
-			return "", err
-		}
-		c.etcd = p
-		lastErr = waitReady(p, etcdReadyTimeout, func() bool {
-			resp, err := http.Get(client + "/health")
-			if err != nil {
-				return false
-			}
-			defer resp.Body.Close()
-			b, _ := io.ReadAll(resp.Body)
-			return resp.StatusCode == http.StatusOK && strings.Contains(string(b), `"health":"true"`)
-		})
-		if lastErr == nil {
-			return client, nil
-		}
-		p.stop(5 * time.Second)
-		if !logMentions(filepath.Join(c.Dir, "etcd.log"), "address already in use") {
-			break
-		}
-	}
-	return "", lastErr
+// dialAPIServer connects to the apiserver inside the cluster's namespace
+// (for the relays).
+func (c *Cluster) dialAPIServer(ctx context.Context) (net.Conn, error) {
+	return c.ns.dial(ctx, "tcp", net.JoinHostPort(apiServerAddr, strconv.Itoa(apiServerPort)))
 }
 
-func (c *Cluster) startAPIServer(bin, etcdURL string, cr *Credentials) error {
-	var lastErr error
-	for attempt := 0; attempt < 3; attempt++ {
-		ports, err := freePorts(1)
-		if err != nil {
-			return err
-		}
-		c.URL = "https://127.0.0.1:" + strconv.Itoa(ports[0])
-		c.apiBin, c.apiArgs = bin, APIServerFlags(cr, etcdURL, "127.0.0.1", ports[0], filepath.Join(c.Dir, "apiserver-certs"))
-		if lastErr = c.runAPIServer(); lastErr == nil {
-			return nil
-		}
-		if !logMentions(filepath.Join(c.Dir, "kube-apiserver.log"), "address already in use") {
-			break
-		}
+func (c *Cluster) startEtcd(bin string) error {
+	data := filepath.Join(c.Dir, "etcd")
+	p, err := c.startProcess("etcd", filepath.Join(c.Dir, "etcd.log"), bin, EtcdFlags(data, etcdClientURL, etcdPeerURL)...)
+	if err != nil {
+		return err
 	}
-	return lastErr
+	c.etcd = p
+	// etcd's health, asked inside the namespace (etcd is not relayed).
+	tr := &http.Transport{DialContext: c.ns.dial, DisableKeepAlives: true}
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr, Timeout: 5 * time.Second}
+	return waitReady(p, etcdReadyTimeout, func() bool {
+		resp, err := client.Get(etcdClientURL + "/health")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode == http.StatusOK && strings.Contains(string(b), `"health":"true"`)
+	})
 }
 
 // EtcdFlags are the flags of a one-member etcd with its data in dataDir,
@@ -167,7 +165,7 @@ func APIServerFlags(cr *Credentials, etcdURL, address string, port int, certDir 
 // runAPIServer starts kube-apiserver with c.apiArgs and waits until it is
 // ready (or stops it again).
 func (c *Cluster) runAPIServer() error {
-	p, err := startProcess("kube-apiserver", filepath.Join(c.Dir, "kube-apiserver.log"), c.apiBin, c.apiArgs...)
+	p, err := c.startProcess("kube-apiserver", filepath.Join(c.Dir, "kube-apiserver.log"), c.apiBin, c.apiArgs...)
 	if err != nil {
 		return err
 	}
@@ -215,29 +213,4 @@ func waitReady(p *process, timeout time.Duration, ready func() bool) error {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-}
-
-// freePorts asks the kernel for n distinct free TCP ports on 127.0.0.1.
-func freePorts(n int) ([]int, error) {
-	var ports []int
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	for i := 0; i < n; i++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
-}
-
-func logMentions(path, s string) bool {
-	b, _ := os.ReadFile(path)
-	return strings.Contains(string(b), s)
 }

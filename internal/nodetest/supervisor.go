@@ -2,6 +2,7 @@ package nodetest
 
 import (
 	"bufio"
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
@@ -21,6 +22,8 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/patchbay-cni/patchbay/internal/tcprelay"
 )
 
 // supervisorEnv names the supervisor's configuration file; when set, this
@@ -108,7 +111,7 @@ type supervisor struct {
 	mounts    []string        // mount points, in mount order
 	overlaid  map[string]bool
 	origCg    map[string]string // hierarchy mount point → our cgroup there before
-	listeners []net.Listener
+	relays    []*tcprelay.Relay
 	leftovers []string
 }
 
@@ -650,46 +653,20 @@ func (s *supervisor) forward() error {
 	if err != nil {
 		return fmt.Errorf("forwarder listener: %w", err)
 	}
-	s.listeners = append(s.listeners, l)
-	go s.serveForward(l)
+	s.relays = append(s.relays, tcprelay.Serve(l, s.dialAPIServer))
 	if s.cfg.ServiceAddr != "" {
 		l, err := net.Listen("tcp", s.cfg.ServiceAddr)
 		if err != nil {
 			return fmt.Errorf("kubernetes Service forwarder: %w", err)
 		}
-		s.listeners = append(s.listeners, l)
-		go s.serveForward(l)
+		s.relays = append(s.relays, tcprelay.Serve(l, s.dialAPIServer))
 	}
 	return nil
 }
 
-func (s *supervisor) serveForward(l net.Listener) {
-	for {
-		c, err := l.Accept()
-		if err != nil {
-			return
-		}
-		go func() {
-			defer c.Close()
-			u, err := net.DialTimeout("tcp", s.cfg.APIServer, 10*time.Second)
-			if err != nil {
-				return
-			}
-			defer u.Close()
-			done := make(chan struct{}, 2)
-			pipe := func(dst, src net.Conn) {
-				io.Copy(dst, src)
-				if tc, ok := dst.(*net.TCPConn); ok {
-					tc.CloseWrite()
-				}
-				done <- struct{}{}
-			}
-			go pipe(u, c)
-			go pipe(c, u)
-			<-done
-			<-done
-		}()
-	}
+func (s *supervisor) dialAPIServer(ctx context.Context) (net.Conn, error) {
+	d := net.Dialer{Timeout: 10 * time.Second}
+	return d.DialContext(ctx, "tcp", s.cfg.APIServer)
 }
 
 // teardown kills everything in the node's cgroup, unmounts what setup
@@ -699,8 +676,8 @@ func (s *supervisor) teardown() {
 	s.mu.Lock()
 	s.stopping = true
 	s.mu.Unlock()
-	for _, l := range s.listeners {
-		l.Close()
+	for _, r := range s.relays {
+		r.Close()
 	}
 	// Leave the node's cgroup first so that killing it spares us.
 	for mount, cg := range s.origCg {
