@@ -196,7 +196,21 @@ func newEnv(t testing.TB) *env {
 		os.Symlink(filepath.Join(ours, d.Name()), filepath.Join(e.binDir, d.Name()))
 	}
 	e.cni = &runtime.CNI{Path: []string{e.binDir}, CacheDir: filepath.Join(e.dir, "runtime-cache")}
+	// The tests' NADs are in namespaces the NAD policy checks and keep
+	// host-local's state in the test's directory: the built-in policy
+	// with that directory allowed.
+	e.opts["nadPolicy"] = e.policy(nil)
 	return e
+}
+
+// policy is a NAD policy that allows host-local's dataDir in the test's
+// ipamDir (instead of only /var/lib/cni/networks), plus types.
+func (e *env) policy(types map[string]any) map[string]any {
+	all := map[string]any{"host-local": map[string]any{"keys": map[string]any{"dataDir": map[string]any{"under": []string{e.ipamDir}}}}}
+	for k, v := range types {
+		all[k] = v
+	}
+	return map[string]any{"types": all}
 }
 
 func (e *env) writeJSON(path string, v any) {

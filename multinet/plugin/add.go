@@ -196,12 +196,21 @@ func (inv *invocation) add(ctx context.Context, clusterList *spec.ConfList, read
 	plan.Attachments = []*Attachment{def}
 	if info != nil {
 		plan.PodUID = info.pod.Metadata.UID
+		var subjects []policySubject
+		if info.override != "" { // the pod's own default network
+			ns, _, _ := strings.Cut(info.override, "/")
+			subjects = append(subjects, policySubject{def, ns})
+		}
 		for _, s := range append(slices.Clone(info.defaults), info.sels...) {
 			att, err := inv.attachment(s, info.lists[s.Ref()])
 			if err != nil {
 				return nil, err
 			}
 			plan.Attachments = append(plan.Attachments, att)
+			subjects = append(subjects, policySubject{att, s.Namespace})
+		}
+		if err := inv.checkPolicy(ctx, info, subjects, clusterNames(clusterList, info, cfg)); err != nil {
+			return nil, err
 		}
 	}
 	if err := writePlan(cfg.CNIDir, plan); err != nil {
@@ -454,9 +463,21 @@ func (inv *invocation) isolation(s *selection.Selection) error {
 // when it is the same), so anyone allowed to create a
 // NetworkAttachmentDefinition could hang or flood the node.
 func notSelf(l *spec.ConfList, name string) error {
-	if isMultinet(l) {
+	if runsMultinet(l) {
 		return spec.Errorf(spec.ErrInvalidNetworkConfig,
 			"network %q runs the multinet plugin itself; a delegating plugin cannot be its own delegate", name)
+	}
+	return nil
+}
+
+// clusterNames are the configured cluster network's network names, which
+// a network the policy checks may not take.
+func clusterNames(onDisk *spec.ConfList, info *apiInfo, cfg *Config) []string {
+	if onDisk != nil {
+		return []string{onDisk.Name}
+	}
+	if l := info.lists[qualify(cfg.ClusterNetwork, cfg.MultusNamespace)]; l != nil {
+		return []string{l.Name}
 	}
 	return nil
 }
