@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -413,7 +414,12 @@ func (e *env) links(p *pod) []string {
 	var names []string
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
 		f := strings.Fields(line)
-		if len(f) < 2 {
+		// "N: name: ..." only: ip also prints notes such as "Peer netns
+		// reference is invalid." when a veth's peer namespace just went.
+		if len(f) < 2 || !strings.HasSuffix(f[0], ":") {
+			continue
+		}
+		if _, err := strconv.Atoi(strings.TrimSuffix(f[0], ":")); err != nil {
 			continue
 		}
 		n, _, _ := strings.Cut(strings.TrimSuffix(f[1], ":"), "@")

@@ -209,7 +209,10 @@ func (inv *invocation) add(ctx context.Context, clusterList *spec.ConfList, read
 			plan.Attachments = append(plan.Attachments, att)
 			subjects = append(subjects, policySubject{att, s.Namespace})
 		}
-		if err := inv.checkPolicy(ctx, info, subjects, clusterNames(clusterList, info, cfg)); err != nil {
+		tp := time.Now()
+		err := inv.checkPolicy(ctx, info, subjects, clusterNames(clusterList, info, cfg))
+		inv.policyTime = time.Since(tp)
+		if err != nil {
 			return nil, err
 		}
 	}
@@ -256,7 +259,7 @@ func (inv *invocation) add(ctx context.Context, clusterList *spec.ConfList, read
 	inv.log.Debug("ADD done", "pod", inv.pod.ref(), "attachments", len(plan.Attachments),
 		"reads_done_us", readsDone.Microseconds(), "cluster_done_us", clusterDone.Microseconds(),
 		"until_attach_us", t1.Sub(t0).Microseconds(), "attach_us", t2.Sub(t1).Microseconds(),
-		"status_us", time.Since(t2).Microseconds(), "delegates_us", inv.delegateTime.Microseconds(),
+		"status_us", time.Since(t2).Microseconds(), "policy_us", inv.policyTime.Microseconds(), "delegates_us", inv.delegateTime.Microseconds(),
 		"total_us", time.Since(inv.start).Microseconds())
 	return results[0], nil
 }

@@ -163,7 +163,7 @@ func walk(p *Policy, obj object, typ, where string, depth int, visit func(object
 	for _, v := range obj.lookup("ipam") {
 		nested(v, where+".ipam", "")
 	}
-	t := p.types[typ]
+	t := p.rule(typ)
 	if t == nil {
 		return
 	}
@@ -250,7 +250,7 @@ func (c *checker) plugin(obj object, typ, where string) bool {
 		c.add(Violation{Where: where, Type: typ, Rule: "plugin type names", Why: fmt.Sprintf("type %q is not a plugin name", typ)})
 		return false
 	}
-	t := c.p.types[typ]
+	t := c.p.rule(typ)
 	if t == nil {
 		if !c.p.OtherTypes {
 			c.add(Violation{Where: where, Type: typ, Rule: c.p.otherRule,

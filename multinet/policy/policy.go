@@ -73,7 +73,16 @@ type Policy struct {
 	// OtherTypes allows plugin types that have no entry.
 	OtherTypes bool
 	otherRule  string // where OtherTypes was decided, for messages
-	types      map[string]*typeRule
+
+	mu    sync.Mutex
+	types map[string]*typeRule
+	// lazy holds the built-in policy's entries until a check needs them:
+	// reading all of them costs a thin plugin's process ~0.5 ms, a pod
+	// needs two or three.
+	lazy map[string]json.RawMessage
+	// base, when set, has the entries this policy does not (the built-in
+	// rules under an operator's policy).
+	base *Policy
 }
 
 type typeRule struct {
@@ -110,17 +119,57 @@ var (
 	builtinPolicy *Policy
 )
 
-// Default is the built-in policy. It is parsed once per process, on first
-// use (the thin plugin pays nothing for a pod that needs no check).
+const builtinPrefix = "built-in rule "
+
+// Default is the built-in policy. It is read once per process, on first
+// use (the thin plugin pays nothing for a pod that needs no check), and
+// each type's rules when a check first needs them.
 func Default() *Policy {
-	builtinOnce.Do(func() {
-		p, err := parse(builtinJSON, "built-in rule ", nil)
-		if err != nil {
-			panic("multinet/policy: builtin.json: " + err.Error())
-		}
-		builtinPolicy = p
-	})
+	builtinOnce.Do(func() { builtinPolicy = parseBuiltin(builtinJSON) })
 	return builtinPolicy
+}
+
+// parseBuiltin reads the top of the built-in policy; its entries are
+// parsed on demand (rule). TestBuiltinParses parses every one of them.
+func parseBuiltin(data []byte) *Policy {
+	var top struct {
+		Mode       Mode                       `json:"mode"`
+		OtherTypes string                     `json:"otherTypes"`
+		Types      map[string]json.RawMessage `json:"types"`
+	}
+	p := &Policy{Mode: Enforce, types: map[string]*typeRule{}, otherRule: builtinPrefix + "otherTypes"}
+	if err := json.Unmarshal(data, &top); err != nil {
+		// Only a broken build gets here: refuse every type.
+		return p
+	}
+	p.Mode, p.OtherTypes, p.lazy = top.Mode, top.OtherTypes == "allow", top.Types
+	return p
+}
+
+// rule is the entry of a type (nil: none).
+func (p *Policy) rule(name string) *typeRule {
+	p.mu.Lock()
+	t, ok := p.types[name]
+	if !ok {
+		if raw, isLazy := p.lazy[name]; isLazy {
+			var err error
+			var v any
+			if v, err = decodeTree(raw); err == nil {
+				t = &typeRule{keys: map[string]*keyRule{}, delegates: map[string]string{}}
+				err = t.merge(v, builtinPrefix+"types."+name)
+			}
+			if err != nil { // a broken build: refuse the type
+				t = &typeRule{name: name, allowRule: builtinPrefix + "types." + name + " (unreadable: " + err.Error() + ")"}
+			}
+			p.types[name], ok = t, true
+			delete(p.lazy, name)
+		}
+	}
+	p.mu.Unlock()
+	if !ok && p.base != nil {
+		return p.base.rule(name)
+	}
+	return t
 }
 
 // Parse reads an operator's policy (JSON or YAML). source names where it
@@ -181,9 +230,7 @@ func parse(data []byte, prefix string, base *Policy) (*Policy, error) {
 	if useBase {
 		p.Mode, p.OtherTypes, p.otherRule = base.Mode, base.OtherTypes, base.otherRule
 		p.ExemptNamespaces = base.ExemptNamespaces
-		for name, t := range base.types {
-			p.types[name] = t.clone()
-		}
+		p.base = base
 	}
 	if v, ok := fields["mode"]; ok {
 		s, _ := v.(string)
@@ -295,13 +342,20 @@ func (t *typeRule) clone() *typeRule {
 	return &c
 }
 
-// addType merges one "types" entry into p.
+// addType merges one "types" entry into p, over its base's entry.
 func (p *Policy) addType(name string, v any, key string) error {
-	t := p.types[name]
-	if t == nil {
-		t = &typeRule{keys: map[string]*keyRule{}, delegates: map[string]string{}}
-		p.types[name] = t
+	t := &typeRule{keys: map[string]*keyRule{}, delegates: map[string]string{}}
+	if p.base != nil {
+		if b := p.base.rule(name); b != nil {
+			t = b.clone()
+		}
 	}
+	p.types[name] = t
+	return t.merge(v, key)
+}
+
+// merge reads one "types" entry over t.
+func (t *typeRule) merge(v any, key string) error {
 	t.name, t.allow, t.allowRule = key, true, key
 	switch x := v.(type) {
 	case bool:
@@ -551,8 +605,19 @@ func parsePrefix(s string) (netip.Prefix, error) {
 
 // Types lists the types the policy has an entry for, allowed or not.
 func (p *Policy) Types() []string {
-	out := make([]string, 0, len(p.types))
-	for t := range p.types {
+	set := map[string]bool{}
+	for q := p; q != nil; q = q.base {
+		q.mu.Lock()
+		for t := range q.types {
+			set[t] = true
+		}
+		for t := range q.lazy {
+			set[t] = true
+		}
+		q.mu.Unlock()
+	}
+	out := make([]string, 0, len(set))
+	for t := range set {
 		out = append(out, t)
 	}
 	sort.Strings(out)

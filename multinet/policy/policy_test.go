@@ -54,18 +54,27 @@ func expect(t *testing.T, p *Policy, n Network, want ...string) {
 }
 
 func TestBuiltinParses(t *testing.T) {
+	// Strictly, all of it (Default reads each entry on demand).
+	if _, err := parse(builtinJSON, builtinPrefix, nil); err != nil {
+		t.Fatalf("builtin.json: %v", err)
+	}
 	p := Default()
 	if p.Mode != Enforce || p.OtherTypes {
 		t.Fatalf("built-in mode %q otherTypes %v", p.Mode, p.OtherTypes)
 	}
+	for _, typ := range p.Types() {
+		if tr := p.rule(typ); tr == nil || strings.Contains(tr.allowRule, "unreadable") {
+			t.Errorf("built-in entry %s: %+v", typ, tr)
+		}
+	}
 	for _, typ := range []string{"bridge", "ptp", "macvlan", "ipvlan", "vlan", "host-local", "static", "dhcp", "tuning", "portmap",
 		"bandwidth", "firewall", "sbr", "vrf", "tap", "dummy", "loopback", "cluster-ipam", "whereabouts"} {
-		if tr := p.types[typ]; tr == nil || !tr.allow {
+		if tr := p.rule(typ); tr == nil || !tr.allow {
 			t.Errorf("built-in policy does not allow %s", typ)
 		}
 	}
 	for _, typ := range []string{"host-device", "multus", "flannel"} {
-		if tr := p.types[typ]; tr == nil || tr.allow {
+		if tr := p.rule(typ); tr == nil || tr.allow {
 			t.Errorf("built-in policy allows %s", typ)
 		}
 	}
@@ -265,5 +274,85 @@ func TestSourceLoadAndFileReload(t *testing.T) {
 	os.WriteFile(path, []byte("mode: xxx\n"), 0o644)
 	if _, err = (Source{File: path}).Load(); err == nil || !strings.Contains(err.Error(), "nadPolicyFile "+path+": mode must be") {
 		t.Fatalf("broken file: %v", err)
+	}
+}
+
+// BenchmarkCheck: checking a typical NAD (bridge + host-local, tuning,
+// portmap with a mapping) against the built-in policy, as ADD does for
+// every NAD outside the exempt namespaces.
+func BenchmarkCheck(b *testing.B) {
+	l := list(b, `{"type":"bridge","bridge":"blue0","isGateway":true,"capabilities":{"mac":true},"ipam":{"type":"host-local","subnet":"10.1.0.0/24","routes":[{"dst":"0.0.0.0/0"}]}}`,
+		`{"type":"tuning","sysctl":{"net.ipv4.conf.eth0.rp_filter":"1"}}`,
+		`{"type":"portmap","capabilities":{"portMappings":true},"conditionsV4":["-s","10.0.0.0/8"]}`)
+	n := Network{List: l, CapabilityArgs: map[string]any{"mac": "02:00:00:00:00:01"}, ReservedNames: []string{"cluster"}}
+	p := Default()
+	b.ReportAllocs()
+	for b.Loop() {
+		if vs := p.Check(n); len(vs) != 0 {
+			b.Fatal(vs)
+		}
+	}
+}
+
+// BenchmarkParseBuiltin: what the first check in a thin plugin's process
+// pays to read the built-in rules it needs (once per process): the top and
+// the entries of a bridge with host-local.
+func BenchmarkParseBuiltin(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		p := parseBuiltin(builtinJSON)
+		if p.rule("bridge") == nil || p.rule("host-local") == nil {
+			b.Fatal("no bridge or host-local entry")
+		}
+	}
+}
+
+// The README's example policy parses and does what its comments say, and
+// its worked example is refused with the messages shown.
+func TestREADMEExamples(t *testing.T) {
+	b, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme := string(b)
+	block := func(after, until string) string {
+		i := strings.Index(readme, after)
+		if i < 0 {
+			t.Fatalf("README has no %q", after)
+		}
+		rest := readme[i+len(after):]
+		return rest[:strings.Index(rest, until)]
+	}
+	var lines []string
+	for _, l := range strings.Split(block("nad-policy.yaml: |\n", "```"), "\n") {
+		lines = append(lines, strings.TrimPrefix(l, "    "))
+	}
+	p, err := Parse([]byte(strings.Join(lines, "\n")), "nadPolicyFile /etc/multinet/nad-policy.yaml")
+	if err != nil {
+		t.Fatalf("README example policy: %v", err)
+	}
+	expect(t, p, Network{List: list(t, `{"type":"sriov","ipam":{"type":"static"}}`)})
+	expect(t, p, Network{List: list(t, `{"type":"bridge","bridge":"t-blue","ipam":{"type":"host-local","subnet":"10.1.0.0/24"}}`)})
+	expect(t, p, Network{List: list(t, `{"type":"bridge","ipam":{"type":"static"}}`)}, `"bridge" must be set`)
+	expect(t, p, Network{List: list(t, `{"type":"bridge","bridge":"t-x","isGateway":true}`)}, `"isGateway" = true must not be set`)
+	expect(t, p, Network{List: list(t, `{"type":"macvlan","master":"eth0","mode":"passthru"}`)}, `"master" = "eth0" is not one of`, `"mode" = "passthru"`)
+	expect(t, p, Network{List: list(t, `{"type":"ptp","ipam":{"type":"host-local","subnet":"169.254.169.0/24"}}`)}, `"ipam.subnet" = "169.254.169.0/24" is not an address or prefix inside ["10.200.0.0/16"]`)
+	expect(t, p, Network{List: list(t, `{"type":"ptp","ipam":{"type":"static","addresses":[{"address":"10.96.0.1/32"}]}}`)}, `"ipam.addresses[0].address" = "10.96.0.1/32"`)
+	expect(t, p, Network{List: list(t, `{"type":"host-device","device":"ens6f0v1"}`)})
+	expect(t, p, Network{List: list(t, `{"type":"host-device","device":"eth0","kernelpath":"/sys/devices/x"}`)}, `"device" = "eth0" is not one of`, `"kernelpath" = "/sys/devices/x" must not be set`)
+
+	nad := block("  config: '", "'\n")
+	l, err := spec.ParseConfList([]byte(strings.Replace(nad, `"cniVersion"`, `"name": "fast", "cniVersion"`, 1)))
+	if err != nil {
+		t.Fatalf("README worked example: %v", err)
+	}
+	shown := block("Warning  FailedCreatePodSandBox", "Warning  NetworkAttachmentPolicyRefused")
+	for _, v := range Default().Check(Network{List: l}) {
+		if !strings.Contains(shown, v.String()) {
+			t.Errorf("the README does not show %q", v.String())
+		}
+	}
+	if len(Default().Check(Network{List: l})) != 2 {
+		t.Errorf("worked example: %v", Default().Check(Network{List: l}))
 	}
 }
