@@ -162,6 +162,9 @@ func benchPodAddDel(b *testing.B, async, thick bool) {
 		b.ReportMetric(ms(median(sent)), "shim-sent-ms")
 		b.ReportMetric(ms(median(received)), "daemon-received-ms")
 	}
+	if pol := policyTimes(e.log()); len(pol) > 0 {
+		b.ReportMetric(float64(median(pol).Microseconds()), "policy-check-us")
+	}
 	if reads, cluster := phases(e.log()); len(cluster) > 0 {
 		b.ReportMetric(ms(median(reads)), "reads-done-ms")
 		b.ReportMetric(ms(median(cluster)), "cluster-done-ms")
@@ -263,6 +266,19 @@ func median(d []time.Duration) time.Duration {
 	s := slices.Clone(d)
 	slices.Sort(s)
 	return s[len(s)/2]
+}
+
+var policyRE = regexp.MustCompile(`msg="ADD done".* policy_us=(\d+)`)
+
+// policyTimes returns, per ADD logged, what the NAD policy check took
+// (reading the policy and checking the pod's NADs).
+func policyTimes(log string) []time.Duration {
+	var out []time.Duration
+	for _, m := range policyRE.FindAllStringSubmatch(log, -1) {
+		us, _ := strconv.Atoi(m[1])
+		out = append(out, time.Duration(us)*time.Microsecond)
+	}
+	return out
 }
 
 var doneRE = regexp.MustCompile(`msg="ADD done".* delegates_us=(\d+) total_us=(\d+)`)

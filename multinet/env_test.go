@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -174,7 +175,21 @@ func newEnv(t testing.TB) *env {
 		os.Symlink(filepath.Join(ours, d.Name()), filepath.Join(e.binDir, d.Name()))
 	}
 	e.cni = &runtime.CNI{Path: []string{e.binDir}, CacheDir: filepath.Join(e.dir, "runtime-cache")}
+	// The tests' NADs are in namespaces the NAD policy checks and keep
+	// host-local's state in the test's directory: the built-in policy
+	// with that directory allowed.
+	e.opts["nadPolicy"] = e.policy(nil)
 	return e
+}
+
+// policy is a NAD policy that allows host-local's dataDir in the test's
+// ipamDir (instead of only /var/lib/cni/networks), plus types.
+func (e *env) policy(types map[string]any) map[string]any {
+	all := map[string]any{"host-local": map[string]any{"keys": map[string]any{"dataDir": map[string]any{"under": []string{e.ipamDir}}}}}
+	for k, v := range types {
+		all[k] = v
+	}
+	return map[string]any{"types": all}
 }
 
 func (e *env) writeJSON(path string, v any) {
@@ -380,7 +395,12 @@ func (e *env) links(p *pod) []string {
 	var names []string
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
 		f := strings.Fields(line)
-		if len(f) < 2 {
+		// "N: name: ..." only: ip also prints notes such as "Peer netns
+		// reference is invalid." when a veth's peer namespace just went.
+		if len(f) < 2 || !strings.HasSuffix(f[0], ":") {
+			continue
+		}
+		if _, err := strconv.Atoi(strings.TrimSuffix(f[0], ":")); err != nil {
 			continue
 		}
 		n, _, _ := strings.Cut(strings.TrimSuffix(f[1], ":"), "@")

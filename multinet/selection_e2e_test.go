@@ -2,6 +2,7 @@ package multinet
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -254,11 +255,19 @@ func TestRuntimeCNIArgsGoToTheClusterNetworkOnly(t *testing.T) {
 // anything is delegated to it (it would recurse or wait on its own lock).
 func TestSelfDelegationRefused(t *testing.T) {
 	e := newEnv(t)
+	// Whatever the NAD policy says: it is off here.
+	e.opts["nadPolicy"] = map[string]any{"mode": "off"}
 	e.nad("", "loop", map[string]any{"cniVersion": "1.0.0", "type": "multinet", "clusterNetwork": filepath.Join(e.dir, "nowhere")})
-	p := e.pod("p1", map[string]string{api.NetworksAnnotation: "loop"})
-	_, err := e.add(p)
-	if err == nil || !strings.Contains(err.Error(), "cannot be its own delegate") {
-		t.Fatalf("ADD = %v, want a refusal naming the self-delegation", err)
+	e.nad("", "shim", map[string]any{"cniVersion": "1.0.0", "type": "multinet-shim"})
+	e.nad("", "ipam", map[string]any{"cniVersion": "1.0.0", "plugins": []any{
+		map[string]any{"type": "bridge", "bridge": "mnbr1", "ipam": map[string]any{"type": "multinet"}}}})
+	for i, nad := range []string{"loop", "shim", "ipam"} {
+		p := e.pod(fmt.Sprintf("p%d", i), map[string]string{api.NetworksAnnotation: nad})
+		_, err := e.add(p)
+		if err == nil || !strings.Contains(err.Error(), "cannot be its own delegate") {
+			t.Fatalf("%s: ADD = %v, want a refusal naming the self-delegation", nad, err)
+		}
+		e.nothingLeft(p, nad+": left")
+		e.mustDel(p)
 	}
-	e.nothingLeft(p, "left")
 }

@@ -139,7 +139,11 @@ func (n *shippedNode) log() string {
 func TestShippedConflistOnRuntimeLibcni(t *testing.T) {
 	e := newEnv(t)
 	n := newShippedNode(e)
-	e.nad("", "blue", e.bridgeNAD("", 1, nil))
+	// The shipped file has no nadPolicy: the built-in policy applies, so
+	// the NAD keeps host-local's state in the default /var/lib/cni/networks,
+	// which is n.varLib/networks in the node's mount namespace.
+	e.ipamDir = filepath.Join(n.varLib, "networks")
+	e.nad("", "blue", e.bridgeNAD("", 1, map[string]any{"ipam": map[string]any{"type": "host-local", "subnet": "10.78.1.0/24"}}))
 	for i, rt := range runtimeLibcni {
 		t.Run("libcni-"+rt.version, func(t *testing.T) {
 			tool := cnitoolAt(t, rt.version)

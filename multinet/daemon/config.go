@@ -171,6 +171,11 @@ func ParseConfig(data []byte) (*Config, error) {
 	if c.Plugin, err = plugin.ParseConfig(sample); err != nil {
 		return nil, err
 	}
+	// The NAD policy too (a file is read again whenever it changes; a
+	// later broken version fails only the pods it applies to).
+	if _, err := c.Plugin.Policy(); err != nil {
+		return nil, err
+	}
 	return &c, nil
 }
 

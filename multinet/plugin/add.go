@@ -196,12 +196,24 @@ func (inv *invocation) add(ctx context.Context, clusterList *spec.ConfList, read
 	plan.Attachments = []*Attachment{def}
 	if info != nil {
 		plan.PodUID = info.pod.Metadata.UID
+		var subjects []policySubject
+		if info.override != "" { // the pod's own default network
+			ns, _, _ := strings.Cut(info.override, "/")
+			subjects = append(subjects, policySubject{def, ns})
+		}
 		for _, s := range append(slices.Clone(info.defaults), info.sels...) {
 			att, err := inv.attachment(s, info.lists[s.Ref()])
 			if err != nil {
 				return nil, err
 			}
 			plan.Attachments = append(plan.Attachments, att)
+			subjects = append(subjects, policySubject{att, s.Namespace})
+		}
+		tp := time.Now()
+		err := inv.checkPolicy(ctx, info, subjects, clusterNames(clusterList, info, cfg))
+		inv.policyTime = time.Since(tp)
+		if err != nil {
+			return nil, err
 		}
 	}
 	if err := writePlan(cfg.CNIDir, plan); err != nil {
@@ -247,7 +259,7 @@ func (inv *invocation) add(ctx context.Context, clusterList *spec.ConfList, read
 	inv.log.Debug("ADD done", "pod", inv.pod.ref(), "attachments", len(plan.Attachments),
 		"reads_done_us", readsDone.Microseconds(), "cluster_done_us", clusterDone.Microseconds(),
 		"until_attach_us", t1.Sub(t0).Microseconds(), "attach_us", t2.Sub(t1).Microseconds(),
-		"status_us", time.Since(t2).Microseconds(), "delegates_us", inv.delegateTime.Microseconds(),
+		"status_us", time.Since(t2).Microseconds(), "policy_us", inv.policyTime.Microseconds(), "delegates_us", inv.delegateTime.Microseconds(),
 		"total_us", time.Since(inv.start).Microseconds())
 	return results[0], nil
 }
@@ -454,9 +466,21 @@ func (inv *invocation) isolation(s *selection.Selection) error {
 // when it is the same), so anyone allowed to create a
 // NetworkAttachmentDefinition could hang or flood the node.
 func notSelf(l *spec.ConfList, name string) error {
-	if isMultinet(l) {
+	if runsMultinet(l) {
 		return spec.Errorf(spec.ErrInvalidNetworkConfig,
 			"network %q runs the multinet plugin itself; a delegating plugin cannot be its own delegate", name)
+	}
+	return nil
+}
+
+// clusterNames are the configured cluster network's network names, which
+// a network the policy checks may not take.
+func clusterNames(onDisk *spec.ConfList, info *apiInfo, cfg *Config) []string {
+	if onDisk != nil {
+		return []string{onDisk.Name}
+	}
+	if l := info.lists[qualify(cfg.ClusterNetwork, cfg.MultusNamespace)]; l != nil {
+		return []string{l.Name}
 	}
 	return nil
 }

@@ -79,6 +79,13 @@ type Config struct {
 	AsyncNetworkStatus bool `json:"asyncNetworkStatus,omitempty"`
 	// InterfacePrefix names generated secondary interfaces (net1, net2, ...).
 	InterfacePrefix string `json:"interfacePrefix,omitempty"`
+	// NADPolicy is the operator policy for NetworkAttachmentDefinitions
+	// outside the exempt namespaces (multinet/policy); unset means the
+	// built-in policy. NADPolicyFile is the same in a file (JSON or YAML,
+	// read again when it changes); give one of the two. Neither is read
+	// before an ADD needs it.
+	NADPolicy     json.RawMessage `json:"nadPolicy,omitempty"`
+	NADPolicyFile string          `json:"nadPolicyFile,omitempty"`
 	// RuntimeConfig is what the runtime passes for our declared
 	// capabilities; it goes to the cluster network only (§7.5).
 	RuntimeConfig map[string]json.RawMessage `json:"runtimeConfig,omitempty"`

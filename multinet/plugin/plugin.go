@@ -181,6 +181,8 @@ type invocation struct {
 	writer chan statusSender
 	// delegateTime sums the delegate chains' run times (for the benchmark).
 	delegateTime time.Duration
+	// policyTime is what the NAD policy check took (for the benchmark).
+	policyTime time.Duration
 	// summary is what the verb's log line reports (logVerb).
 	summary verbSummary
 }
