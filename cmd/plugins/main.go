@@ -13,12 +13,16 @@ import (
 
 	"github.com/patchbay-cni/patchbay/plugins/bridge"
 	"github.com/patchbay-cni/patchbay/plugins/dhcp"
+	"github.com/patchbay-cni/patchbay/plugins/dummy"
 	"github.com/patchbay-cni/patchbay/plugins/hostlocal"
+	"github.com/patchbay-cni/patchbay/plugins/ipvlan"
 	"github.com/patchbay-cni/patchbay/plugins/loopback"
+	"github.com/patchbay-cni/patchbay/plugins/macvlan"
 	"github.com/patchbay-cni/patchbay/plugins/portmap"
 	"github.com/patchbay-cni/patchbay/plugins/ptp"
 	"github.com/patchbay-cni/patchbay/plugins/static"
 	"github.com/patchbay-cni/patchbay/plugins/tuning"
+	"github.com/patchbay-cni/patchbay/plugins/vlan"
 	"github.com/patchbay-cni/patchbay/skel"
 )
 
@@ -26,12 +30,16 @@ import (
 var plugins = []skel.Plugin{
 	bridge.Plugin(),
 	dhcp.Plugin(),
+	dummy.Plugin(),
 	hostlocal.Plugin(),
+	ipvlan.Plugin(),
 	loopback.Plugin(),
+	macvlan.Plugin(),
 	portmap.Plugin(),
 	ptp.Plugin(),
 	static.Plugin(),
 	tuning.Plugin(),
+	vlan.Plugin(),
 }
 
 func main() {
