@@ -208,6 +208,11 @@ func (k *Kind) Add(a *skel.CmdArgs, c Conf) (res *spec.Result, err error) {
 	nl := k.New(master)
 	at := nl.Attrs()
 	at.MTU = c.MTU
+	if at.TxQLen == 0 {
+		// Unset: the kernel's default (a 0 would be sent as a queue
+		// length of 0).
+		at.TxQLen = -1
+	}
 	if master != nil {
 		at.ParentIndex = master.Attrs().Index
 	}

@@ -194,3 +194,23 @@ func TestTraffic(t *testing.T) {
 		})
 	}
 }
+
+// Layer 2 only at 0.1.0 and 0.2.0, whose results cannot list interfaces:
+// the result has no IPs (the reference fails instead: "cannot convert: no
+// valid IP addresses"); the configuration's "dns" is kept.
+func TestLayer2OnlyOldVersions(t *testing.T) {
+	e := iftest.New(t, Plugin())
+	e.Master("m0", 0)
+	cont, contPath := e.Container()
+	for _, v := range []string{"0.1.0", "0.2.0"} {
+		conf := iftest.Set(t, e.Conf(v, map[string]any{"master": "m0"}), "dns", map[string]any{"nameservers": []string{"10.0.0.53"}})
+		_, out := e.Add(conf, "old", contPath, "eth0")
+		if want := `{"cniVersion":"` + v + `","dns":{"nameservers":["10.0.0.53"]}}`; out != want {
+			t.Errorf("%s result %s, want %s", v, out, want)
+		}
+		if l := iftest.IP(t, cont, "-o", "link", "show", "eth0"); !strings.Contains(l, ",UP") {
+			t.Errorf("%s: eth0 %s", v, l)
+		}
+		e.OK(spec.CmdDel, conf, "old", contPath, "eth0")
+	}
+}

@@ -24,6 +24,10 @@ type Spec struct {
 	// L2: ADD without "ipam" makes a layer-2-only interface (else it is
 	// refused).
 	L2 bool
+	// Second, when set, is what a second attachment at the same time sets
+	// over Keys (vlan: another VLAN id, as one id can be used once per
+	// master).
+	Second map[string]any
 	// Bad are plugin-specific inputs ADD refuses with code 7 before it
 	// changes anything.
 	Bad []Bad
@@ -408,15 +412,16 @@ func statusGC(t *testing.T, p skel.Plugin, s Spec) {
 		}
 	}
 	_, c2Path := e.Container()
+	conf2 := e.Conf("1.1.0", s.keys(s.Second), "10.100.0.0/24")
 	e.Add(conf, "keep", contPath, "eth0")
-	e.Add(conf, "stale", c2Path, "eth0")
+	e.Add(conf2, "stale", c2Path, "eth0")
 	gc := Set(t, conf, "cni.dev/valid-attachments", []any{map[string]any{"containerID": "keep", "ifname": "eth0"}})
 	e.OK(spec.CmdGC, gc, "", "", "")
 	if a := e.Allocated(); len(a) != 1 || a[0] != "10.100.0.2" {
 		t.Errorf("after GC: allocations %v, want only keep's 10.100.0.2", a)
 	}
 	e.OK(spec.CmdDel, conf, "keep", contPath, "eth0")
-	e.OK(spec.CmdDel, conf, "stale", c2Path, "eth0")
+	e.OK(spec.CmdDel, conf2, "stale", c2Path, "eth0")
 }
 
 // linkInContainer: the master is inside the container; the interface is
