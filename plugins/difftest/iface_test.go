@@ -134,8 +134,8 @@ func vmCases() []dcase {
 	}, {
 		// Chained: host-local as the first plugin, ipvlan puts its IPs on
 		// the interface.
-		name: "ipvlan-chained",
-		conf: list("1.0.0", "ipvch", `{"type":"host-local",`+hl("10.163.0.0/24")+`},{"type":"ipvlan","master":"m0"}`),
+		name:  "ipvlan-chained",
+		conf:  list("1.0.0", "ipvch", `{"type":"host-local",`+hl("10.163.0.0/24")+`},{"type":"ipvlan","master":"m0"}`),
 		setup: masterVeth, atts: one("ch1", nil),
 	}, {
 		name:  "ipvlan-link-in-container",
