@@ -23,6 +23,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/patchbay-cni/patchbay/internal/vmtest"
 )
 
 type options struct {
@@ -31,7 +33,7 @@ type options struct {
 	only                     map[string]bool
 }
 
-var workloads = []string{"bhl", "seed", "masq", "steps", "hostlocal", "conc", "bytes", "loopback"}
+var workloads = []string{"bhl", "seed", "masq", "steps", "hostlocal", "conc", "bytes", "loopback", "macvlan", "ipvlan"}
 
 func envInt(name string, def int) int {
 	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
@@ -88,6 +90,7 @@ func parseFlags(args []string) (*options, error) {
 func (o *options) want(w string) bool { return len(o.only) == 0 || o.only[w] }
 
 func main() {
+	vmtest.AgentMain() // the ipvlan workload runs this program inside the test VM
 	o, err := parseFlags(os.Args[1:])
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -140,6 +143,8 @@ func run(ctx context.Context, o *options, stdout io.Writer) (err error) {
 		{"conc", func() error { return e.concurrentWorkload(ctx, o.conc, o.rounds) }},
 		{"bytes", func() error { e.bytesWorkload(); return nil }},
 		{"loopback", func() error { return e.loopbackWorkload(ctx) }},
+		{"macvlan", func() error { return e.macvlanWorkload(ctx) }},  // iface.go
+		{"ipvlan", func() error { return e.ipvlanWorkload(ctx, o) }}, // iface.go, in the test VM
 	}
 	for _, s := range steps {
 		if !o.want(s.name) {

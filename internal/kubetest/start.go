@@ -15,9 +15,11 @@ import (
 )
 
 // Readiness deadlines are generous: the machine is small and shared.
-const (
-	etcdReadyTimeout      = 30 * time.Second
-	apiserverReadyTimeout = 90 * time.Second
+// Tests running the cluster inside the test VM (QEMU without KVM, several
+// times slower) raise them before the first Start or Shared.
+var (
+	EtcdReadyTimeout      = 30 * time.Second
+	APIServerReadyTimeout = 90 * time.Second
 )
 
 // start brings up etcd and kube-apiserver with their state in dir.
@@ -94,7 +96,7 @@ func (c *Cluster) startEtcd(bin string) (string, error) {
 			return "", err
 		}
 		c.etcd = p
-		lastErr = waitReady(p, etcdReadyTimeout, func() bool {
+		lastErr = waitReady(p, EtcdReadyTimeout, func() bool {
 			resp, err := http.Get(client + "/health")
 			if err != nil {
 				return false
@@ -144,7 +146,7 @@ func (c *Cluster) startAPIServer(bin, etcdURL string, cr *credentials) error {
 			return err
 		}
 		c.apiserver = p
-		lastErr = waitReady(p, apiserverReadyTimeout, func() bool {
+		lastErr = waitReady(p, APIServerReadyTimeout, func() bool {
 			status, _, err := c.Do("GET", "/readyz", nil)
 			return err == nil && status == http.StatusOK
 		})
