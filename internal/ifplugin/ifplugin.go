@@ -11,6 +11,8 @@ package ifplugin
 import (
 	"errors"
 	"fmt"
+	"sort"
+	"strings"
 
 	"github.com/vishvananda/netlink"
 
@@ -68,6 +70,9 @@ type Kind struct {
 	// Verify checks the kind's own attributes of the link in CHECK (mode,
 	// VLAN id, ...): an error says what differs.
 	Verify func(l netlink.Link) error
+	// Explain, when set, may turn the kernel's refusal to create the link
+	// into a clearer error (vlan: an id already in use).
+	Explain func(err error) error
 }
 
 // Conf is the configuration this package acts on; plugins decode their
@@ -218,6 +223,9 @@ func (k *Kind) Add(a *skel.CmdArgs, c Conf) (res *spec.Result, err error) {
 	}
 	l, err := creator.AddLinkIn(cont, nl, a.IfName)
 	if err != nil {
+		if k.Explain != nil {
+			return nil, k.Explain(err)
+		}
 		return nil, fmt.Errorf("%s: %w", k.Type, err)
 	}
 	undo.Push("delete "+a.IfName, func() error { return cont.H.LinkDel(l) })
@@ -411,4 +419,76 @@ func GC(a *skel.CmdArgs) error {
 		return skel.DelegateVerb(a, spec.CmdGC, t)
 	}
 	return nil
+}
+
+// Def defines a plugin on this core: its configuration type C, how it is
+// decoded and validated (before anything is made), and what it makes.
+type Def[C any] struct {
+	Type, About string
+	// Load decodes and validates the configuration of an ADD, CHECK or
+	// STATUS (DEL and GC only decode the common keys).
+	Load func(*skel.CmdArgs) (C, error)
+	// Describe gives the kind of interface c makes, and the shared keys.
+	Describe func(c C) (*Kind, Conf)
+}
+
+// Plugin returns the plugin d defines.
+func (d Def[C]) Plugin() skel.Plugin {
+	verb := func(f func(*Kind, *skel.CmdArgs, Conf) error) func(*skel.CmdArgs) error {
+		return func(a *skel.CmdArgs) error {
+			c, err := d.Load(a)
+			if err != nil {
+				return err
+			}
+			k, conf := d.Describe(c)
+			return f(k, a, conf)
+		}
+	}
+	return skel.Plugin{
+		Type: d.Type,
+		Add: func(a *skel.CmdArgs) (*spec.Result, error) {
+			c, err := d.Load(a)
+			if err != nil {
+				return nil, err
+			}
+			k, conf := d.Describe(c)
+			return k.Add(a, conf)
+		},
+		Del:    (&Kind{Type: d.Type}).Del,
+		Check:  verb((*Kind).Check),
+		GC:     GC,
+		Status: verb((*Kind).Status),
+		About:  d.About,
+	}
+}
+
+// Modes maps the values of a "mode" key to the kernel's modes; the value
+// "" is the default.
+type Modes[M comparable] map[string]M
+
+// Parse returns the mode named v, or a code-7 error naming the key, the
+// value and the choices.
+func (ms Modes[M]) Parse(typ, v string) (M, error) {
+	m, ok := ms[v]
+	if !ok {
+		var names []string
+		for k := range ms {
+			if k != "" {
+				names = append(names, k)
+			}
+		}
+		sort.Strings(names)
+		return m, Invalid("%s: \"mode\" value %q is invalid: must be one of %s", typ, v, strings.Join(names, ", "))
+	}
+	return m, nil
+}
+
+// Name is the name of mode m, for messages.
+func (ms Modes[M]) Name(m M) string {
+	for k, v := range ms {
+		if v == m && k != "" {
+			return k
+		}
+	}
+	return fmt.Sprintf("mode %v", m)
 }

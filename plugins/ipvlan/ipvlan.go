@@ -11,20 +11,16 @@ import (
 
 	"github.com/patchbay-cni/patchbay/internal/ifplugin"
 	"github.com/patchbay-cni/patchbay/skel"
-	"github.com/patchbay-cni/patchbay/spec"
 )
 
 // Plugin returns the ipvlan plugin.
-func Plugin() skel.Plugin {
-	return skel.Plugin{
-		Type:   "ipvlan",
-		Add:    add,
-		Del:    kind(nil).Del,
-		Check:  check,
-		GC:     ifplugin.GC,
-		Status: status,
-		About:  "patchbay ipvlan plugin: an ipvlan interface on a host interface, inside the container",
-	}
+func Plugin() skel.Plugin { return def.Plugin() }
+
+var def = ifplugin.Def[*Config]{
+	Type:     "ipvlan",
+	About:    "patchbay ipvlan plugin: an ipvlan interface on a host interface, inside the container",
+	Load:     load,
+	Describe: describe,
 }
 
 // Config is the ipvlan plugin's configuration; keys and defaults follow
@@ -37,20 +33,11 @@ type Config struct {
 }
 
 // modes maps the "mode" key to the kernel's ipvlan modes; "" is l2.
-var modes = map[string]netlink.IPVlanMode{
+var modes = ifplugin.Modes[netlink.IPVlanMode]{
 	"":    netlink.IPVLAN_MODE_L2,
 	"l2":  netlink.IPVLAN_MODE_L2,
 	"l3":  netlink.IPVLAN_MODE_L3,
 	"l3s": netlink.IPVLAN_MODE_L3S,
-}
-
-func modeName(m netlink.IPVlanMode) string {
-	for k, v := range modes {
-		if v == m && k != "" {
-			return k
-		}
-	}
-	return fmt.Sprintf("mode %d", m)
 }
 
 func load(a *skel.CmdArgs) (*Config, error) {
@@ -58,50 +45,23 @@ func load(a *skel.CmdArgs) (*Config, error) {
 	if err := a.DecodeConf(c); err != nil {
 		return nil, err
 	}
-	m, ok := modes[c.Mode]
-	if !ok {
-		return nil, ifplugin.Invalid("ipvlan: \"mode\" value %q is invalid: must be l2, l3 or l3s", c.Mode)
+	m, err := modes.Parse("ipvlan", c.Mode)
+	if err != nil {
+		return nil, err
 	}
 	c.mode = m
 	return c, nil
 }
 
-// kind describes the ipvlan interface of c (nil: for DEL).
-func kind(c *Config) *ifplugin.Kind {
+// describe is the ipvlan interface c makes.
+func describe(c *Config) (*ifplugin.Kind, ifplugin.Conf) {
 	k := &ifplugin.Kind{Type: "ipvlan", Master: ifplugin.MasterOrPrevOrDefaultRoute, Addrs: ifplugin.IPAMOrPrevResult, Notify: true}
-	if c == nil {
-		return k
-	}
 	k.New = func(netlink.Link) netlink.Link { return &netlink.IPVlan{Mode: c.mode} }
 	k.Verify = func(l netlink.Link) error {
 		if m := l.(*netlink.IPVlan).Mode; m != c.mode {
-			return fmt.Errorf("mode is %s, config says %s", modeName(m), modeName(c.mode))
+			return fmt.Errorf("mode is %s, config says %s", modes.Name(m), modes.Name(c.mode))
 		}
 		return nil
 	}
-	return k
-}
-
-func add(a *skel.CmdArgs) (*spec.Result, error) {
-	c, err := load(a)
-	if err != nil {
-		return nil, err
-	}
-	return kind(c).Add(a, c.Conf())
-}
-
-func check(a *skel.CmdArgs) error {
-	c, err := load(a)
-	if err != nil {
-		return err
-	}
-	return kind(c).Check(a, c.Conf())
-}
-
-func status(a *skel.CmdArgs) error {
-	c, err := load(a)
-	if err != nil {
-		return err
-	}
-	return kind(c).Status(a, c.Conf())
+	return k, c.Conf()
 }

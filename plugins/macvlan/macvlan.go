@@ -11,20 +11,16 @@ import (
 
 	"github.com/patchbay-cni/patchbay/internal/ifplugin"
 	"github.com/patchbay-cni/patchbay/skel"
-	"github.com/patchbay-cni/patchbay/spec"
 )
 
 // Plugin returns the macvlan plugin.
-func Plugin() skel.Plugin {
-	return skel.Plugin{
-		Type:   "macvlan",
-		Add:    add,
-		Del:    kind(nil).Del,
-		Check:  check,
-		GC:     ifplugin.GC,
-		Status: status,
-		About:  "patchbay macvlan plugin: a macvlan interface on a host interface, inside the container",
-	}
+func Plugin() skel.Plugin { return def.Plugin() }
+
+var def = ifplugin.Def[*Config]{
+	Type:     "macvlan",
+	About:    "patchbay macvlan plugin: a macvlan interface on a host interface, inside the container",
+	Load:     load,
+	Describe: describe,
 }
 
 // Config is the macvlan plugin's configuration; keys and defaults follow
@@ -40,7 +36,7 @@ type Config struct {
 }
 
 // modes maps the "mode" key to the kernel's macvlan modes; "" is bridge.
-var modes = map[string]netlink.MacvlanMode{
+var modes = ifplugin.Modes[netlink.MacvlanMode]{
 	"":         netlink.MACVLAN_MODE_BRIDGE,
 	"bridge":   netlink.MACVLAN_MODE_BRIDGE,
 	"private":  netlink.MACVLAN_MODE_PRIVATE,
@@ -49,24 +45,15 @@ var modes = map[string]netlink.MacvlanMode{
 	"source":   netlink.MACVLAN_MODE_SOURCE,
 }
 
-func modeName(m netlink.MacvlanMode) string {
-	for k, v := range modes {
-		if v == m && k != "" {
-			return k
-		}
-	}
-	return fmt.Sprintf("mode %d", m)
-}
-
 // load decodes and validates the configuration before anything is made.
 func load(a *skel.CmdArgs) (*Config, error) {
 	c := &Config{}
 	if err := a.DecodeConf(c); err != nil {
 		return nil, err
 	}
-	m, ok := modes[c.Mode]
-	if !ok {
-		return nil, ifplugin.Invalid("macvlan: \"mode\" value %q is invalid: must be bridge, private, vepa, passthru or source", c.Mode)
+	m, err := modes.Parse("macvlan", c.Mode)
+	if err != nil {
+		return nil, err
 	}
 	c.mode = m
 	// The reference's order, lowest precedence first.
@@ -78,20 +65,16 @@ func load(a *skel.CmdArgs) (*Config, error) {
 	return c, nil
 }
 
-// kind describes the macvlan interface of c (nil: for DEL, which needs no
-// configuration).
-func kind(c *Config) *ifplugin.Kind {
+// describe is the macvlan interface c makes.
+func describe(c *Config) (*ifplugin.Kind, ifplugin.Conf) {
 	k := &ifplugin.Kind{Type: "macvlan", Master: ifplugin.MasterOrDefaultRoute, Addrs: ifplugin.IPAMOptional, Notify: true}
-	if c == nil {
-		return k
-	}
 	k.New = func(netlink.Link) netlink.Link {
 		return &netlink.Macvlan{LinkAttrs: netlink.LinkAttrs{HardwareAddr: c.mac}, Mode: c.mode, BCQueueLen: c.BCQueueLen}
 	}
 	k.Verify = func(l netlink.Link) error {
 		mv := l.(*netlink.Macvlan) // CheckLink checked the type
 		if mv.Mode != c.mode {
-			return fmt.Errorf("mode is %s, config says %s", modeName(mv.Mode), modeName(c.mode))
+			return fmt.Errorf("mode is %s, config says %s", modes.Name(mv.Mode), modes.Name(c.mode))
 		}
 		// In passthru mode the kernel gives the interface its master's MAC.
 		if c.mac != nil && c.mode != netlink.MACVLAN_MODE_PASSTHRU && mv.HardwareAddr.String() != c.mac.String() {
@@ -102,29 +85,5 @@ func kind(c *Config) *ifplugin.Kind {
 		}
 		return nil
 	}
-	return k
-}
-
-func add(a *skel.CmdArgs) (*spec.Result, error) {
-	c, err := load(a)
-	if err != nil {
-		return nil, err
-	}
-	return kind(c).Add(a, c.Conf())
-}
-
-func check(a *skel.CmdArgs) error {
-	c, err := load(a)
-	if err != nil {
-		return err
-	}
-	return kind(c).Check(a, c.Conf())
-}
-
-func status(a *skel.CmdArgs) error {
-	c, err := load(a)
-	if err != nil {
-		return err
-	}
-	return kind(c).Status(a, c.Conf())
+	return k, c.Conf()
 }

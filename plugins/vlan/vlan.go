@@ -12,20 +12,16 @@ import (
 
 	"github.com/patchbay-cni/patchbay/internal/ifplugin"
 	"github.com/patchbay-cni/patchbay/skel"
-	"github.com/patchbay-cni/patchbay/spec"
 )
 
 // Plugin returns the vlan plugin.
-func Plugin() skel.Plugin {
-	return skel.Plugin{
-		Type:   "vlan",
-		Add:    add,
-		Del:    kind(nil).Del,
-		Check:  check,
-		GC:     ifplugin.GC,
-		Status: status,
-		About:  "patchbay vlan plugin: an 802.1Q VLAN interface on a host interface, inside the container",
-	}
+func Plugin() skel.Plugin { return def.Plugin() }
+
+var def = ifplugin.Def[*Config]{
+	Type:     "vlan",
+	About:    "patchbay vlan plugin: an 802.1Q VLAN interface on a host interface, inside the container",
+	Load:     load,
+	Describe: describe,
 }
 
 // Config is the vlan plugin's configuration; keys and defaults follow the
@@ -46,12 +42,9 @@ func load(a *skel.CmdArgs) (*Config, error) {
 	return c, nil
 }
 
-// kind describes the VLAN interface of c (nil: for DEL).
-func kind(c *Config) *ifplugin.Kind {
+// describe is the VLAN interface c makes.
+func describe(c *Config) (*ifplugin.Kind, ifplugin.Conf) {
 	k := &ifplugin.Kind{Type: "vlan", Master: ifplugin.MasterRequired, Addrs: ifplugin.IPAMRequired}
-	if c == nil {
-		return k
-	}
 	k.New = func(netlink.Link) netlink.Link { return &netlink.Vlan{VlanId: c.VlanID} }
 	k.Verify = func(l netlink.Link) error {
 		v := l.(*netlink.Vlan)
@@ -63,35 +56,13 @@ func kind(c *Config) *ifplugin.Kind {
 		}
 		return nil
 	}
-	return k
-}
-
-func add(a *skel.CmdArgs) (*spec.Result, error) {
-	c, err := load(a)
-	if err != nil {
-		return nil, err
+	k.Explain = func(err error) error {
+		if errors.Is(err, unix.EEXIST) {
+			// The kernel allows one VLAN link per id and master, in any
+			// namespace.
+			return ifplugin.Invalid("vlan: \"vlanId\" %d is already in use on master %q (another VLAN link of that id exists, perhaps in another container): %v", c.VlanID, c.Master, err)
+		}
+		return fmt.Errorf("vlan: %w", err)
 	}
-	res, err := kind(c).Add(a, c.Conf())
-	if errors.Is(err, unix.EEXIST) {
-		// The kernel allows one VLAN link per id and master, in any
-		// namespace.
-		return nil, spec.Errorf(spec.ErrInvalidNetworkConfig, "vlan: \"vlanId\" %d is already in use on master %q (another VLAN link of that id exists, perhaps in another container): %v", c.VlanID, c.Master, err)
-	}
-	return res, err
-}
-
-func check(a *skel.CmdArgs) error {
-	c, err := load(a)
-	if err != nil {
-		return err
-	}
-	return kind(c).Check(a, c.Conf())
-}
-
-func status(a *skel.CmdArgs) error {
-	c, err := load(a)
-	if err != nil {
-		return err
-	}
-	return kind(c).Status(a, c.Conf())
+	return k, c.Conf()
 }

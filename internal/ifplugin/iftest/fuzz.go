@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/patchbay-cni/patchbay/internal/ifplugin"
 	"github.com/patchbay-cni/patchbay/skel"
 	"github.com/patchbay-cni/patchbay/spec"
 )
@@ -47,4 +48,33 @@ func Seeds(typ string) []string {
 		`{"cniVersion":"1.0.0","name":"n","type":"` + typ + `","mode":"l3s","mtu":-1,"master":"a/b","bcqueuelen":100}`,
 		`{"cniVersion":"1.0.0","name":"n","type":"` + typ + `","prevResult":{"cniVersion":"1.0.0","interfaces":[{"name":"m0"}],"ips":[{"address":"10.0.0.2/24"}]}}`,
 	}
+}
+
+// FuzzDef fuzzes a plugin's configuration handling: any configuration and
+// CNI_ARGS are either refused with a specific code and a message, or
+// validated into a link description, without a panic. (No kernel work:
+// the system side is Contract's.)
+func FuzzDef[C any](f *testing.F, d ifplugin.Def[C]) {
+	for _, s := range Seeds(d.Type) {
+		f.Add([]byte(s), "IgnoreUnknown=1;MAC=02:00:00:00:00:03")
+	}
+	f.Fuzz(func(t *testing.T, conf []byte, args string) {
+		a := FuzzArgs(spec.CmdAdd, conf, args)
+		if a == nil {
+			return
+		}
+		c, err := d.Load(a)
+		if err != nil {
+			WantCode(t, err, spec.ErrDecodingFailure, spec.ErrInvalidNetworkConfig, spec.ErrInvalidEnvironment)
+			return
+		}
+		k, kc := d.Describe(c)
+		if err := k.Validate(kc); err != nil {
+			WantCode(t, err, spec.ErrInvalidNetworkConfig)
+			return
+		}
+		if l := k.New(nil); l == nil || l.Type() != d.Type {
+			t.Fatalf("New made %v", l)
+		}
+	})
 }

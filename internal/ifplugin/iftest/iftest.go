@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/vishvananda/netlink"
@@ -24,6 +25,7 @@ import (
 	"github.com/patchbay-cni/patchbay/internal/link"
 	"github.com/patchbay-cni/patchbay/internal/netns"
 	"github.com/patchbay-cni/patchbay/internal/testutil"
+	"github.com/patchbay-cni/patchbay/internal/vmtest"
 	"github.com/patchbay-cni/patchbay/skel"
 	"github.com/patchbay-cni/patchbay/spec"
 )
@@ -50,6 +52,7 @@ func (e *Env) With(t *testing.T) *Env {
 // New makes a host namespace for plugin p.
 func New(t *testing.T, p skel.Plugin) *Env {
 	t.Helper()
+	PrimeLinkTypes(t)
 	host, hostPath := testutil.NewNS(t, "ifh")
 	return &Env{T: t, Plugin: p, Host: host, HostPath: hostPath, DataDir: t.TempDir(), CNIPath: testutil.OurBin(t), Env: map[string]string{}}
 }
@@ -282,4 +285,34 @@ func RemoveNS(t testing.TB, name string) {
 func testutilIP(t testing.TB, ns string, args ...string) (string, error) {
 	t.Helper()
 	return testutil.InNS(t, ns, append([]string{"ip"}, args...)...)
+}
+
+var primeOnce sync.Once
+
+// PrimeLinkTypes makes one link of each type the interface plugins use
+// (veth, macvlan, ipvlan, vlan, dummy), one after the other, in a
+// throwaway namespace, so their kernel modules are loaded before tests
+// run in parallel: the test VM's kernel loads them on first use, and a
+// link made while its module is still loading fails ("Unknown device
+// type"). Once per process; a type the kernel lacks is logged, not fatal.
+func PrimeLinkTypes(t testing.TB) {
+	t.Helper()
+	if !vmtest.InVM() {
+		return // this machine's kernel has what it has, loaded
+	}
+	primeOnce.Do(func() {
+		ns, _ := testutil.NewNS(t, "prime")
+		for _, args := range [][]string{
+			{"link", "add", "p0", "type", "veth", "peer", "name", "p1"},
+			{"link", "add", "link", "p0", "name", "mv0", "type", "macvlan"},
+			{"link", "add", "link", "p1", "name", "iv0", "type", "ipvlan"},
+			{"link", "add", "link", "p0", "name", "vl0", "type", "vlan", "id", "2"},
+			{"link", "add", "dm0", "type", "dummy"},
+		} {
+			if out, err := testutilIP(t, ns, args...); err != nil {
+				t.Logf("priming link types: ip %v: %v: %s", args, err, out)
+			}
+		}
+		RemoveNS(t, ns)
+	})
 }
