@@ -33,8 +33,14 @@ import (
 )
 
 // Tests needing kernel features this machine lacks run in the test VM
-// (internal/vmtest), with their own cluster inside it.
-func TestMain(m *testing.M) { os.Exit(vmtest.Wrap(func() int { return kubetest.Wrap(m.Run) })) }
+// (internal/vmtest), with their own cluster inside it: etcd and
+// kube-apiserver want more than the VM's default 1 GiB.
+func TestMain(m *testing.M) {
+	if os.Getenv("PATCHBAY_VM_MEMORY") == "" {
+		os.Setenv("PATCHBAY_VM_MEMORY", "2048")
+	}
+	os.Exit(vmtest.Wrap(func() int { return kubetest.Wrap(m.Run) }))
+}
 
 var (
 	buildOnce sync.Once
