@@ -125,13 +125,11 @@ func vmCases() []dcase {
 		conf:  list("1.1.0", "ipv", `{"type":"ipvlan","master":"m0","mode":"l2",`+hl("10.160.0.0/24", "fd00:160::/64")+`}`),
 		setup: masterVeth, atts: []att{{id: "i1", ifname: "eth0", cont: "c1"}, {id: "i2", ifname: "eth0", cont: "c2"}},
 	}, {
-		name:  "ipvlan-l3",
-		conf:  list("1.0.0", "ipv3", `{"type":"ipvlan","master":"m0","mode":"l3","mtu":1400,`+hl("10.161.0.0/24")+`}`),
-		setup: masterVeth, atts: one("l3", nil),
-	}, {
-		name:  "ipvlan-l3s-default-master",
-		conf:  list("1.0.0", "ipv3s", `{"type":"ipvlan","mode":"l3s",`+hl("10.162.0.0/24")+`}`),
-		setup: masterWithDefaultRoute, atts: one("l3s", nil),
+		// The reference's CHECK without "master" looks up an empty name
+		// and fails (ipvlan README).
+		name:  "ipvlan-l3s-default-master-mtu",
+		conf:  list("1.0.0", "ipv3s", `{"type":"ipvlan","mode":"l3s","mtu":1400,`+hl("10.162.0.0/24")+`}`),
+		setup: masterWithDefaultRoute, atts: one("l3s", nil), refCheckFails: true,
 	}, {
 		// Chained: host-local as the first plugin, ipvlan puts its IPs on
 		// the interface.
@@ -147,22 +145,17 @@ func vmCases() []dcase {
 		conf:  list("1.1.0", "vl", `{"type":"vlan","master":"m0","vlanId":42,"mtu":1450,`+hl("10.165.0.0/24", "fd00:165::/64")+`}`),
 		setup: masterVeth, atts: one("vl1", nil),
 	}, {
-		name:  "vlan-link-in-container",
-		conf:  list("1.0.0", "vllic", `{"type":"vlan","master":"cm0","vlanId":7,"linkInContainer":true,`+hl("10.166.0.0/24")+`}`),
-		setup: masterInContainer, atts: []att{{id: "lic1", ifname: "net1", cont: "c1"}},
-	}, {
 		name: "dummy-dualstack",
 		conf: list("1.1.0", "dm", `{"type":"dummy",`+hl("10.167.0.0/24", "fd00:167::/64")+`}`),
 		atts: one("dm1", nil),
 	}}
-	// The result conversions are the spec library's, checked at every
-	// version with macvlan on the host; here the old format (0.2.0) per
-	// plugin, and 0.4.0 (the last with "version" in IPs) for ipvlan.
+	// The result conversions are the spec library's, compared at every
+	// version with macvlan on the host; here the old format once. (Each
+	// case costs about a minute in the VM on a busy machine: the list is
+	// kept short. vlan and dummy at 0.2.0, ipvlan at 0.4.0 and l3, and vlan
+	// with linkInContainer matched the reference too when last run.)
 	cases = append(cases,
-		dcase{name: "ipvlan-version-0.2.0", conf: list("0.2.0", "ipvv", `{"type":"ipvlan","master":"m0",`+hl("10.168.0.0/24", "fd00:168::/64")+`}`), setup: masterVeth, atts: one("v1", nil)},
-		dcase{name: "ipvlan-version-0.4.0", conf: list("0.4.0", "ipvv", `{"type":"ipvlan","master":"m0",`+hl("10.168.0.0/24", "fd00:168::/64")+`}`), setup: masterVeth, atts: one("v1", nil)},
-		dcase{name: "vlan-version-0.2.0", conf: list("0.2.0", "vlv", `{"type":"vlan","master":"m0","vlanId":5,`+hl("10.169.0.0/24")+`}`), setup: masterVeth, atts: one("v1", nil)},
-		dcase{name: "dummy-version-0.2.0", conf: list("0.2.0", "dmv", `{"type":"dummy",`+hl("10.170.0.0/24")+`}`), atts: one("v1", nil)})
+		dcase{name: "ipvlan-version-0.2.0", conf: list("0.2.0", "ipvv", `{"type":"ipvlan","master":"m0",`+hl("10.168.0.0/24", "fd00:168::/64")+`}`), setup: masterVeth, atts: one("v1", nil)})
 	return cases
 }
 
