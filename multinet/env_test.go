@@ -59,9 +59,10 @@ func multinetBin(t testing.TB) string {
 		buildDir = filepath.Join(os.TempDir(), "patchbay-multinet-test")
 		if vmtest.InVM() {
 			// Linking under QEMU without KVM takes minutes: the host built
-			// it before the VM booted, and the VM sees the host's files.
-			if _, buildErr = os.Stat(filepath.Join(buildDir, "multinet")); buildErr != nil {
-				buildErr = fmt.Errorf("multinet was not built on the host before the VM booted: %v", buildErr)
+			// it before the VM booted (the VM sees the host's files) and
+			// named the directory (vmMultinetDir).
+			if buildDir = os.Getenv(vmMultinetDir); buildDir == "" {
+				buildErr = fmt.Errorf("%s is not set: build multinet on the host before vmtest.Run", vmMultinetDir)
 			}
 			return
 		}

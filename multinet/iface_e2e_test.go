@@ -3,6 +3,8 @@ package multinet
 import (
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -114,13 +116,27 @@ func TestMacvlanSecondaryNetworks(t *testing.T) {
 	secondaryIface(t, e, "macvlan", map[string]any{"mode": "bridge"}, true)
 }
 
+// vmMultinetDir names, in a VM test's environment, the directory where
+// the host built multinet.
+const vmMultinetDir = "PATCHBAY_TEST_MULTINET_DIR"
+
 // An ipvlan NAD (twice) as secondary networks of a pod, on Debian's
 // kernel in the test VM (this machine's has no ipvlan). The apiserver and
 // etcd run inside the VM too: the VM has no network to the host. Under
 // QEMU without KVM they take minutes to start, hence the long deadlines.
 func TestIpvlanSecondaryNetworksVM(t *testing.T) {
 	if !vmtest.InVM() {
-		multinetBin(t) // built on the host, before the VM boots
+		// Built on the host before the VM boots; a private copy, as other
+		// test runs may replace the shared build meanwhile.
+		dir := t.TempDir()
+		b, err := os.ReadFile(filepath.Join(multinetBin(t), "multinet"))
+		if err == nil {
+			err = os.WriteFile(filepath.Join(dir, "multinet"), b, 0o755)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Setenv(vmMultinetDir, dir)
 	}
 	vmtest.Run(t, func(t *testing.T) {
 		kubetest.EtcdReadyTimeout, kubetest.APIServerReadyTimeout = 5*time.Minute, 15*time.Minute
