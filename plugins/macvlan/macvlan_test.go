@@ -47,6 +47,13 @@ func TestModes(t *testing.T) {
 			t.Errorf("mode %q: %s", mode, l)
 		}
 		e.OK(spec.CmdCheck, iftest.WithPrev(t, conf, out), "m-"+mode, contPath, "eth0")
+		// The master's promiscuity is the kernel's business, as with the
+		// reference: passthru makes it promiscuous (other modes may too,
+		// on a master without unicast filtering, such as a veth); DEL
+		// below leaves it as it was.
+		if m := iftest.IP(t, e.Host, "-d", "-o", "link", "show", "m0"); want == "passthru" && !strings.Contains(m, "promiscuity 1 ") {
+			t.Errorf("passthru: master m0 is not promiscuous: %s", m)
+		}
 		other := "private"
 		if want == "private" {
 			other = "vepa"
@@ -56,6 +63,9 @@ func TestModes(t *testing.T) {
 			t.Errorf("CHECK with mode %s on a %s macvlan: %s", other, want, ce.Msg)
 		}
 		e.OK(spec.CmdDel, conf, "m-"+mode, contPath, "eth0")
+		if m := iftest.IP(t, e.Host, "-d", "-o", "link", "show", "m0"); !strings.Contains(m, "promiscuity 0 ") {
+			t.Errorf("mode %s: master m0 still promiscuous after DEL: %s", want, m)
+		}
 		iftest.IP(t, e.Host, "link", "del", "m0")
 	}
 }
