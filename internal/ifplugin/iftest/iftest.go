@@ -215,8 +215,8 @@ func (e *Env) Allocated() []string {
 
 // State is the links, addresses and routes of a namespace as sorted
 // lines, for comparing before and after; what changes by itself (link
-// state and carrier, IPv6 link-local addresses and their routes, address
-// lifetimes) is left out. Read over netlink: no process start, which
+// state and carrier, IPv6 link-local addresses, their routes and the
+// multicast routes, address lifetimes) is left out. Read over netlink: no process start, which
 // matters inside the VM.
 func State(t testing.TB, ns string) string {
 	t.Helper()
@@ -249,8 +249,8 @@ func State(t testing.TB, ns string) string {
 		t.Fatalf("list routes in %s: %v", ns, err)
 	}
 	for _, r := range routes {
-		if r.Dst != nil && r.Dst.IP.IsLinkLocalUnicast() {
-			continue
+		if (r.Dst != nil && r.Dst.IP.IsLinkLocalUnicast()) || r.Type == unix.RTN_MULTICAST {
+			continue // the kernel adds these as IPv6 comes up on a link
 		}
 		lines = append(lines, fmt.Sprintf("route table %d dst %v gw %v dev %d scope %d type %d proto %d prio %d", r.Table, r.Dst, r.Gw, r.LinkIndex, r.Scope, r.Type, r.Protocol, r.Priority))
 	}
