@@ -12,8 +12,6 @@ import (
 	"github.com/patchbay-cni/patchbay/internal/vmtest"
 )
 
-func TestMain(m *testing.M) { vmtest.Main(m) }
-
 // ifaceCase is one interface plugin driven by the reference cnitool.
 type ifaceCase struct {
 	typ  string
