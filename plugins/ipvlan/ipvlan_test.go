@@ -114,13 +114,14 @@ func TestTrafficVM(t *testing.T) {
 				e := iftest.New(t, Plugin())
 				e.Master("m0", 0)
 				a, aPath := e.Container()
-				_, bPath := e.Container()
+				b, bPath := e.Container()
 				conf := e.Conf("1.1.0", map[string]any{"master": "m0", "mode": mode}, "10.122.0.0/24", "fd00:122::/64")
 				e.Add(conf, "a", aPath, "eth0")
 				e.Add(conf, "b", bPath, "eth0")
 				for _, dst := range []string{"10.122.0.3", "fd00:122::3"} {
-					if !iftest.Ping(t, a, dst) {
-						t.Errorf("%s: ping a -> b (%s) failed", mode, dst)
+					if !iftest.Ping(t, a, dst, 3) {
+						t.Errorf("%s: ping a -> b (%s) failed; a:\n%s\nb:\n%s", mode, dst,
+							iftest.IP(t, a, "addr")+iftest.IP(t, a, "-6", "route"), iftest.IP(t, b, "addr")+iftest.IP(t, b, "-6", "route"))
 					}
 				}
 				e.OK(spec.CmdDel, conf, "a", aPath, "eth0")

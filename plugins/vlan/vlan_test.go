@@ -75,12 +75,12 @@ func TestIsolationVM(t *testing.T) {
 		e.Add(vlan("m0p", 10), "b", bPath, "eth0") // .3
 		e.Add(vlan("m0p", 20), "c", cPath, "eth0") // .4
 		for _, dst := range []string{"10.131.0.3", "fd00:131::3"} {
-			if !iftest.Ping(t, a, dst) {
+			if !iftest.Ping(t, a, dst, 3) {
 				t.Errorf("a cannot reach b (%s) on VLAN 10", dst)
 			}
 		}
 		for _, dst := range []string{"10.131.0.2", "10.131.0.3", "fd00:131::2"} {
-			if iftest.Ping(t, c, dst) {
+			if iftest.Ping(t, c, dst, 1) {
 				t.Errorf("c on VLAN 20 reaches %s on VLAN 10", dst)
 			}
 		}

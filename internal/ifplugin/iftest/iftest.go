@@ -258,11 +258,18 @@ func State(t testing.TB, ns string) string {
 	return strings.Join(lines, "\n") + "\n"
 }
 
-// Ping reports whether one ping from ns reaches addr within two seconds.
-func Ping(t testing.TB, ns, addr string) bool {
+// Ping reports whether a ping from ns reaches addr: up to tries
+// attempts of two seconds each (more than one where the answer is
+// expected: the first packet may be lost while a neighbour entry or an
+// address comes up, more so under QEMU without KVM).
+func Ping(t testing.TB, ns, addr string, tries int) bool {
 	t.Helper()
-	_, err := testutil.InNS(t, ns, "ping", "-c", "1", "-W", "2", addr)
-	return err == nil
+	for range tries {
+		if _, err := testutil.InNS(t, ns, "ping", "-c", "1", "-W", "2", addr); err == nil {
+			return true
+		}
+	}
+	return false
 }
 
 // Exists reports whether a link called name is in ns.
