@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/patchbay-cni/patchbay/internal/rundir"
+	"github.com/patchbay-cni/patchbay/internal/vmtest"
 )
 
 type options struct {
@@ -36,7 +37,7 @@ type options struct {
 	nodeBurst, nodeN         int
 }
 
-var workloads = []string{"bhl", "seed", "masq", "steps", "hostlocal", "conc", "bytes", "loopback", "firewall", "bw", "cipam", "node"}
+var workloads = []string{"bhl", "seed", "masq", "steps", "hostlocal", "conc", "bytes", "loopback", "macvlan", "ipvlan", "firewall", "bw", "cipam", "node"}
 
 func envInt(name string, def int) int {
 	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
@@ -114,6 +115,7 @@ func parseFlags(args []string) (*options, error) {
 func (o *options) want(w string) bool { return len(o.only) == 0 || o.only[w] }
 
 func main() {
+	vmtest.AgentMain() // the ipvlan workload runs this program inside the test VM
 	o, err := parseFlags(os.Args[1:])
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -168,6 +170,8 @@ func run(ctx context.Context, o *options, stdout io.Writer) (err error) {
 		{"conc", func() error { return e.concurrentWorkload(ctx, o.conc, o.rounds) }},
 		{"bytes", func() error { e.bytesWorkload(); return nil }},
 		{"loopback", func() error { return e.loopbackWorkload(ctx) }},
+		{"macvlan", func() error { return e.macvlanWorkload(ctx) }},  // iface.go
+		{"ipvlan", func() error { return e.ipvlanWorkload(ctx, o) }}, // iface.go, in the test VM
 		{"firewall", func() error { return e.firewallWorkload(ctx) }},
 		{"bw", func() error { return e.bandwidthWorkload(ctx) }}, // bandwidth.go
 		{"cipam", func() error { return e.cipamSection(ctx, o.cipam, &extra) }},

@@ -23,6 +23,9 @@ func TestClusterNetworkNADAndDefaultNetworks(t *testing.T) {
 	e.opts["multusNamespace"] = sys
 	e.opts["defaultNetworks"] = []string{"extra"}
 	p := e.pod("p1", map[string]string{api.NetworksAnnotation: "blue"})
+	nads := "/apis/k8s.cni.cncf.io/v1/namespaces/"
+	e.inWatchCache("/api/v1/namespaces/"+e.ns+"/pods/p1", nads+sys+"/network-attachment-definitions/podnet",
+		nads+sys+"/network-attachment-definitions/extra", nads+e.ns+"/network-attachment-definitions/blue")
 	e.proxy.take()
 	res := e.mustAdd(p)
 	if len(res.IPs) != 1 || !strings.HasPrefix(res.IPs[0].Address.String(), "10.78.5.") {

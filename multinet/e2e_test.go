@@ -46,6 +46,8 @@ func TestAddDelPod(t *testing.T) {
 		"cniVersion": "0.4.0", "name": "disk", "type": "bridge", "bridge": "mnbr2",
 		"ipam": map[string]any{"type": "host-local", "subnet": "10.78.2.0/24", "dataDir": e.ipamDir}})
 	p := e.pod("p1", map[string]string{api.NetworksAnnotation: "blue, disk,blue"})
+	nads := "/apis/k8s.cni.cncf.io/v1/namespaces/" + e.ns + "/network-attachment-definitions/"
+	e.inWatchCache("/api/v1/namespaces/"+e.ns+"/pods/p1", nads+"blue", nads+"disk")
 
 	e.proxy.take()
 	res := e.mustAdd(p)

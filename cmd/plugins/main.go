@@ -14,16 +14,20 @@ import (
 	"github.com/patchbay-cni/patchbay/plugins/bandwidth"
 	"github.com/patchbay-cni/patchbay/plugins/bridge"
 	"github.com/patchbay-cni/patchbay/plugins/dhcp"
+	"github.com/patchbay-cni/patchbay/plugins/dummy"
 	"github.com/patchbay-cni/patchbay/plugins/firewall"
 	"github.com/patchbay-cni/patchbay/plugins/hostdevice"
 	"github.com/patchbay-cni/patchbay/plugins/hostlocal"
+	"github.com/patchbay-cni/patchbay/plugins/ipvlan"
 	"github.com/patchbay-cni/patchbay/plugins/loopback"
+	"github.com/patchbay-cni/patchbay/plugins/macvlan"
 	"github.com/patchbay-cni/patchbay/plugins/portmap"
 	"github.com/patchbay-cni/patchbay/plugins/ptp"
 	"github.com/patchbay-cni/patchbay/plugins/sbr"
 	"github.com/patchbay-cni/patchbay/plugins/static"
 	"github.com/patchbay-cni/patchbay/plugins/tap"
 	"github.com/patchbay-cni/patchbay/plugins/tuning"
+	"github.com/patchbay-cni/patchbay/plugins/vlan"
 	"github.com/patchbay-cni/patchbay/plugins/vrf"
 	"github.com/patchbay-cni/patchbay/skel"
 )
@@ -33,16 +37,20 @@ var plugins = []skel.Plugin{
 	bandwidth.Plugin(),
 	bridge.Plugin(),
 	dhcp.Plugin(),
+	dummy.Plugin(),
 	firewall.Plugin(),
 	hostdevice.Plugin(),
 	hostlocal.Plugin(),
+	ipvlan.Plugin(),
 	loopback.Plugin(),
+	macvlan.Plugin(),
 	portmap.Plugin(),
 	ptp.Plugin(),
 	sbr.Plugin(),
 	static.Plugin(),
 	tap.Plugin(),
 	tuning.Plugin(),
+	vlan.Plugin(),
 	vrf.Plugin(),
 }
 

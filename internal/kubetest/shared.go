@@ -22,11 +22,20 @@ var shared struct {
 // shared cluster. Use it as the package's TestMain:
 //
 //	func TestMain(m *testing.M) { kubetest.Main(m) }
-func Main(m *testing.M) {
+func Main(m *testing.M) { os.Exit(Wrap(m.Run)) }
+
+// Wrap is Main for a TestMain that does more around the tests, e.g. with
+// VM tests (internal/vmtest):
+//
+//	os.Exit(vmtest.Wrap(func() int { return kubetest.Wrap(m.Run) }))
+//
+// It runs run, then stops the shared cluster if one was started, and
+// returns run's exit code (1 if stopping failed).
+func Wrap(run func() int) int {
 	shared.mu.Lock()
 	shared.inMain = true
 	shared.mu.Unlock()
-	code := m.Run()
+	code := run()
 	shared.mu.Lock()
 	defer shared.mu.Unlock()
 	if c := shared.cluster; c != nil {
@@ -41,7 +50,7 @@ func Main(m *testing.M) {
 	if shared.dir != "" {
 		os.RemoveAll(shared.dir)
 	}
-	os.Exit(code)
+	return code
 }
 
 // Shared returns the test binary's shared cluster, starting it on first use

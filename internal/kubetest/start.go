@@ -17,9 +17,11 @@ import (
 )
 
 // Readiness deadlines are generous: the machine is small and shared.
-const (
-	etcdReadyTimeout      = 30 * time.Second
-	apiserverReadyTimeout = 90 * time.Second
+// Tests running the cluster inside the test VM (QEMU without KVM, several
+// times slower) raise them before the first Start or Shared.
+var (
+	EtcdReadyTimeout      = 30 * time.Second
+	APIServerReadyTimeout = 90 * time.Second
 )
 
 // Fixed addresses inside the cluster's own network namespace, where nothing
@@ -109,7 +111,7 @@ func (c *Cluster) startEtcd(bin string) error {
 	tr := &http.Transport{DialContext: c.ns.dial, DisableKeepAlives: true}
 	defer tr.CloseIdleConnections()
 	client := &http.Client{Transport: tr, Timeout: 5 * time.Second}
-	return waitReady(p, etcdReadyTimeout, func() bool {
+	return waitReady(p, EtcdReadyTimeout, func() bool {
 		resp, err := client.Get(etcdClientURL + "/health")
 		if err != nil {
 			return false
@@ -170,7 +172,7 @@ func (c *Cluster) runAPIServer() error {
 		return err
 	}
 	c.apiserver = p
-	err = waitReady(p, apiserverReadyTimeout, func() bool {
+	err = waitReady(p, APIServerReadyTimeout, func() bool {
 		status, _, err := c.Do("GET", "/readyz", nil)
 		return err == nil && status == http.StatusOK
 	})

@@ -49,6 +49,10 @@ type IfaceOpts struct {
 	// ARPNotify sets arp_notify: the kernel announces the interface's
 	// IPv4 addresses when it comes up or its MAC changes.
 	ARPNotify bool
+	// NDiscNotify sets ndisc_notify: the IPv6 counterpart of ARPNotify
+	// (unsolicited neighbour advertisements), as the reference macvlan
+	// and ipvlan set it.
+	NDiscNotify bool
 	// NoPrefixRoute adds addresses without the kernel's subnet route
 	// (ptp routes the subnet through the gateway instead).
 	NoPrefixRoute bool
@@ -83,6 +87,9 @@ func (n *NS) ConfigureIface(l netlink.Link, res *spec.Result, idx int, o IfaceOp
 	}
 	if o.ARPNotify {
 		sysctls = append(sysctls, [2]string{"net/ipv4/conf/" + name + "/arp_notify", "1"})
+	}
+	if o.NDiscNotify {
+		sysctls = append(sysctls, [2]string{"net/ipv6/conf/" + name + "/ndisc_notify", "1"})
 	}
 	if haveV6 {
 		// Keep the IPv6 addresses if the link goes down and up again (the
