@@ -23,9 +23,7 @@ import (
 const (
 	podSubnet  = nodetest.PodCIDR
 	blueSubnet = "10.78.1.0/24"
-	// TODO(macvlan): "red" should be a macvlan NAD (the issue asks for one
-	// bridge and one macvlan NAD). Our macvlan plugin is not in main yet
-	// (branch wip/ifa); until it is, red is a second bridge.
+	// red is a macvlan NAD (bridge mode) on macvlanMaster.
 	redSubnet = "10.78.2.0/24"
 	// burstPods are created at once in the burst phase.
 	burstPods = 50
@@ -159,7 +157,8 @@ func (d *deployment) installLogs(t *testing.T, pod *corev1.Pod) string {
 func (d *deployment) annotations(t *testing.T) {
 	n, c := d.n, ctxT(t, 4*time.Minute)
 	ns := n.Namespace(t, d.mode+"-ann")
-	m := nadYAML(ns, "blue", "blue0", blueSubnet) + nadYAML(ns, "red", "red0", redSubnet) +
+	addMacvlanMaster(t, n)
+	m := nadYAML(ns, "blue", "blue0", blueSubnet) + macvlanNADYAML(ns, "red", redSubnet) +
 		podYAML(ns, "comma", "blue, red") +
 		podYAML(ns, "json", `[{"name": "blue", "interface": "data0", "mac": "02:00:00:00:10:01"}, {"name": "red", "namespace": "`+ns+`"}]`) +
 		podYAML(ns, "plain", "")
@@ -186,10 +185,20 @@ func (d *deployment) annotations(t *testing.T) {
 	if st := statuses["comma"]; len(st) == 3 && (st[1].Interface != "net1" || st[2].Interface != "net2") {
 		t.Errorf("comma pod: interfaces %s %s, want net1 net2", st[1].Interface, st[2].Interface)
 	}
-	// Traffic on blue, from the comma pod to the json pod's data0.
+	// red is a macvlan on the node's macvlanMaster in each pod: the
+	// interface the status names is a macvlan with the status's MAC.
+	for _, name := range []string{"comma", "json"} {
+		if st := statuses[name]; len(st) == 3 {
+			checkMacvlan(t, n, pods[name], st[2])
+		}
+	}
+	// Traffic on blue (bridge) and on red (macvlan siblings in bridge
+	// mode), from the comma pod to the json pod.
 	if st := statuses["json"]; len(st) == 3 {
-		if out, _, err := n.Exec(c, ns, "comma", "bb", "ping", "-c", "2", "-W", "2", addrOnly(st[1].IPs[0])); err != nil {
-			t.Errorf("ping over blue: %v\n%s", err, out)
+		for i, net := range map[int]string{1: "blue", 2: "red"} {
+			if out, _, err := n.Exec(c, ns, "comma", "bb", "ping", "-c", "2", "-W", "2", addrOnly(st[i].IPs[0])); err != nil {
+				t.Errorf("ping over %s: %v\n%s", net, err, out)
+			}
 		}
 	}
 	// Delete: every attachment goes, with its address and cache files.

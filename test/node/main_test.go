@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vishvananda/netlink"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,6 +28,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"sigs.k8s.io/yaml"
 
+	"github.com/patchbay-cni/patchbay/internal/link"
 	"github.com/patchbay-cni/patchbay/internal/nodetest"
 	"github.com/patchbay-cni/patchbay/internal/ociimage"
 )
@@ -458,11 +460,86 @@ func nodeVeths(t *testing.T, n *nodetest.Node) int {
 	}
 	c := 0
 	for _, i := range ifs {
-		if i.Kind == "veth" {
+		if i.Kind == "veth" && !strings.HasPrefix(i.Name, macvlanMaster) {
 			c++
 		}
 	}
 	return c
+}
+
+// macvlanMaster is the node's interface under the red NAD's macvlans:
+// one end of a veth pair (macvlanMaster+"a", peer macvlanMaster+"b"), as
+// this kernel has no dummy and a macvlan needs a lower device with carrier.
+const macvlanMaster = "mvup"
+
+// addMacvlanMaster creates the veth pair under the macvlan NAD in the
+// node's namespace (once per node) and removes it when the test ends.
+func addMacvlanMaster(t *testing.T, n *nodetest.Node) {
+	t.Helper()
+	ns, err := link.Open(n.NetnsPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Close()
+	veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: macvlanMaster + "a"}, PeerName: macvlanMaster + "b"}
+	if err := ns.H.LinkAdd(veth); err != nil {
+		t.Fatalf("create the macvlan master in the node: %v", err)
+	}
+	t.Cleanup(func() {
+		ns, err := link.Open(n.NetnsPath())
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer ns.Close()
+		if _, err := ns.DelLink(macvlanMaster + "a"); err != nil {
+			t.Errorf("remove the macvlan master: %v", err)
+		}
+	})
+	for _, name := range []string{macvlanMaster + "a", macvlanMaster + "b"} {
+		l, err := ns.H.LinkByName(name)
+		if err == nil {
+			err = ns.H.LinkSetUp(l)
+		}
+		if err != nil {
+			t.Fatalf("set %s up: %v", name, err)
+		}
+	}
+}
+
+// macvlanNADYAML is a NetworkAttachmentDefinition: our macvlan (bridge
+// mode) on macvlanMaster with host-local.
+func macvlanNADYAML(ns, name, subnet string) string {
+	return nadObjectYAML(ns, name, `{"cniVersion": "1.0.0", "plugins": [{"type": "macvlan", "master": "`+macvlanMaster+`a", "mode": "bridge", "ipam": {"type": "host-local", "subnet": "`+subnet+`"}}]}`)
+}
+
+// checkMacvlan checks that the pod's interface st names is a macvlan on
+// the node's macvlanMaster.
+func checkMacvlan(t *testing.T, n *nodetest.Node, pod *corev1.Pod, st networkStatus) {
+	t.Helper()
+	ifs, err := n.PodInterfaces(pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	node, err := nodetest.Interfaces(n.NetnsPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	master := 0
+	for _, i := range node {
+		if i.Name == macvlanMaster+"a" {
+			master = i.Index
+		}
+	}
+	for _, i := range ifs {
+		if i.Name == st.Interface {
+			if i.Kind != "macvlan" || master == 0 || i.Peer != master {
+				t.Errorf("pod %s %s: kind %s on link %d, want a macvlan on %sa (index %d)", pod.Name, i.Name, i.Kind, i.Peer, macvlanMaster, master)
+			}
+			return
+		}
+	}
+	t.Errorf("pod %s: no interface %s (%v)", pod.Name, st.Interface, ifs)
 }
 
 // podYAML is a busybox pod with the networks annotation (none if empty).
@@ -491,7 +568,11 @@ spec:
 // nadYAML is a NetworkAttachmentDefinition: our bridge with host-local,
 // taking a MAC from the annotation (mac capability).
 func nadYAML(ns, name, bridge, subnet string) string {
-	cfg := `{"cniVersion": "1.0.0", "plugins": [{"type": "bridge", "bridge": "` + bridge + `", "capabilities": {"mac": true}, "ipam": {"type": "host-local", "subnet": "` + subnet + `"}}]}`
+	return nadObjectYAML(ns, name, `{"cniVersion": "1.0.0", "plugins": [{"type": "bridge", "bridge": "`+bridge+`", "capabilities": {"mac": true}, "ipam": {"type": "host-local", "subnet": "`+subnet+`"}}]}`)
+}
+
+// nadObjectYAML is a NetworkAttachmentDefinition with config cfg.
+func nadObjectYAML(ns, name, cfg string) string {
 	b, _ := json.Marshal(cfg)
 	return `apiVersion: k8s.cni.cncf.io/v1
 kind: NetworkAttachmentDefinition
