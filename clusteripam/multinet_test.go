@@ -40,7 +40,11 @@ func (w *world) multinet() *mnEnv {
 	b, _ = json.Marshal(map[string]any{"cniVersion": "1.1.0", "name": "multinet", "plugins": []any{map[string]any{
 		"type": "multinet", "kubeconfig": h.kubeconfig, "clusterNetwork": cluster,
 		"confDir": filepath.Join(h.dir, "mnconf"), "cniDir": filepath.Join(h.dir, "mncache"),
-		"logFile": filepath.Join(h.dir, "multinet.log"), "logLevel": "debug"}}})
+		"logFile": filepath.Join(h.dir, "multinet.log"), "logLevel": "debug",
+		// The built-in NAD policy wants cluster-ipam's configuration
+		// under /etc/cni/net.d; the test's is in its own directory.
+		"nadPolicy": map[string]any{"types": map[string]any{"cluster-ipam": map[string]any{"keys": map[string]any{
+			"configuration_path": map[string]any{"under": []string{h.dir}}}}}}}}})
 	l, err := spec.ParseConfList(b)
 	if err != nil {
 		w.t.Fatal(err)
