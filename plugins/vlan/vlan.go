@@ -37,7 +37,7 @@ func load(a *skel.CmdArgs) (*Config, error) {
 		return nil, err
 	}
 	if c.VlanID < 0 || c.VlanID > 4094 {
-		return nil, ifplugin.Invalid("vlan: \"vlanId\" value %d is invalid: must be between 0 and 4094", c.VlanID)
+		return nil, ifplugin.Invalid("\"vlanId\" value %d is invalid: must be between 0 and 4094", c.VlanID)
 	}
 	return c, nil
 }
@@ -60,9 +60,9 @@ func describe(c *Config) (*ifplugin.Kind, ifplugin.Conf) {
 		if errors.Is(err, unix.EEXIST) {
 			// The kernel allows one VLAN link per id and master, in any
 			// namespace.
-			return ifplugin.Invalid("vlan: \"vlanId\" %d is already in use on master %q (another VLAN link of that id exists, perhaps in another container): %v", c.VlanID, c.Master, err)
+			return ifplugin.Invalid("\"vlanId\" %d is already in use on master %q (another VLAN link of that id exists, perhaps in another container): %v", c.VlanID, c.Master, err)
 		}
-		return fmt.Errorf("vlan: %w", err)
+		return err
 	}
 	return k, c.Conf()
 }
