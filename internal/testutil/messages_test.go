@@ -18,11 +18,15 @@ func TestMessagesDoNotNameTheirPlugin(t *testing.T) {
 	if err != nil || len(dirs) == 0 {
 		t.Fatalf("no plugin directories: %v", err)
 	}
-	maker := regexp.MustCompile(`(Errorf|NewError|errors\.New|invalid|checkErr)\(`)
+	maker := regexp.MustCompile(`(Errorf|NewError|errors\.New|[Ii]nvalid|checkErr)\(`)
 	for _, dir := range dirs {
 		typ := filepath.Base(dir)
-		if typ == "hostlocal" {
+		// Directories drop the type's hyphen.
+		switch typ {
+		case "hostlocal":
 			typ = "host-local"
+		case "hostdevice":
+			typ = "host-device"
 		}
 		bad := regexp.MustCompile(`"` + regexp.QuoteMeta(typ) + `(:| (ADD|DEL|CHECK|GC|STATUS)\b)`)
 		files, _ := filepath.Glob(filepath.Join(dir, "*.go"))

@@ -94,6 +94,13 @@ func TestRuleKinds(t *testing.T) {
 			`{"type":"bridge","bridge":"blue0","isGateway":true,"ipam":{"type":"host-local","subnet":"10.1.0.0/24","dataDir":"/var/lib/cni/networks"}}`,
 			`{"type":"tuning","sysctl":{"net.ipv4.conf.eth0.rp_filter":"1","net/ipv6/conf/eth0/accept_ra":"0"}}`,
 			`{"type":"portmap","conditionsV4":["-s","10.0.0.0/8"],"externalSetMarkChain":"KUBE-MARK-MASQ"}`}, nil, nil},
+		// Each plugin's own default directory, written out, is allowed.
+		{"plugins' default data directories", d, []string{
+			`{"type":"firewall","dataDir":"/run/cni/patchbay/firewall"}`,
+			`{"type":"tuning","dataDir":"/run/cni/tuning"}`,
+			`{"type":"dhcp","daemonSocketPath":"/run/cni/dhcp.sock"}`}, nil, nil},
+		{"firewall dataDir elsewhere", d, []string{`{"type":"firewall","dataDir":"/var/lib/x"}`}, nil,
+			[]string{`plugins[0] (firewall): "dataDir" = "/var/lib/x" is not a clean absolute path at or under any of ["/run/cni/patchbay/firewall"] [built-in rule types.firewall.keys.dataDir]`}},
 		{"type not in the list", d, []string{`{"type":"sriov"}`}, nil,
 			[]string{`plugins[0] (sriov): type "sriov" is not allowed: the policy has no entry for it`}},
 		{"type refused", d, []string{`{"type":"host-device","device":"eth0"}`}, nil,

@@ -322,6 +322,36 @@ func TestGC(t *testing.T) {
 	l.restored(true)
 }
 
+// Any container ID the spec allows works: the record of an ID too long for
+// a file name gets a bounded name, and ADD, CHECK, GC and DEL (twice) work
+// with it (issue 7: DEL failed with "file name too long" for ever).
+func TestLongContainerID(t *testing.T) {
+	l := newLab(t)
+	l.cniPath = testutil.OurBin(t)
+	_, contPath := testutil.NewNS(t, "hdc")
+	conf := l.conf("1.1.0", nil, "10.60.0.0/24")
+	for _, n := range []int{300, 5000} {
+		id := "c" + strings.Repeat("x", n-1)
+		_, out := l.mustAdd(conf, id, contPath, "eth0")
+		l.mustRun("CHECK", withPrev(t, conf, out), id, contPath, "eth0")
+		files, err := listStates(l.dataDir, "hdnet")
+		if err != nil || len(files) != 1 || len(filepath.Base(files[0])) > 255 {
+			t.Fatalf("ID of %d characters: records %v, %v (want one with a bounded name)", n, files, err)
+		}
+		gcConf := l.conf("1.1.0", map[string]any{"cni.dev/valid-attachments": []map[string]string{{"containerID": id, "ifname": "eth0"}}}, "10.60.0.0/24")
+		l.mustRun("GC", gcConf, "", "", "")
+		if files, _ := listStates(l.dataDir, "hdnet"); len(files) != 1 {
+			t.Errorf("ID of %d characters: GC removed the live attachment's record", n)
+		}
+		l.mustRun("DEL", conf, id, contPath, "eth0")
+		l.mustRun("DEL", conf, id, contPath, "eth0")
+		l.restored(true)
+		if files, _ := listStates(l.dataDir, "hdnet"); len(files) != 0 {
+			t.Errorf("ID of %d characters: records left after DEL: %v", n, files)
+		}
+	}
+}
+
 // A device the reference's host-device moved (only its alias names it)
 // comes back with our DEL, and one we moved comes back with the
 // reference's DEL.

@@ -37,10 +37,13 @@ type saved struct {
 	Master string `json:"master,omitempty"`
 }
 
-// statePath is <dataDir>/<network>/<containerID>_<ifname>.json. All three
-// parts are validated by the SDK (no separators, no dot names).
+// statePath is <dataDir>/<network>/<containerID>_<ifname>.json, or
+// atomicfile.BoundedName's hashed name when that is too long for a file
+// name (a container ID may be longer than 255 bytes; GC reads the IDs from
+// the record, not the name). All parts are validated by the SDK (no
+// separators, no dot names).
 func statePath(dataDir, network, containerID, ifName string) string {
-	return filepath.Join(dataDir, network, containerID+"_"+ifName+".json")
+	return filepath.Join(dataDir, network, atomicfile.BoundedName(containerID+"_"+ifName, ".json", containerID, ifName))
 }
 
 // readState returns the record at path, or nil when there is none. A
@@ -52,7 +55,7 @@ func readState(path string) (*saved, error) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, spec.Errorf(spec.ErrIOFailure, "host-device: read %s: %v", path, err)
+		return nil, spec.Errorf(spec.ErrIOFailure, "read %s: %v", path, err)
 	}
 	s := &saved{}
 	if err := json.Unmarshal(data, s); err != nil || s.Name == "" {
@@ -63,18 +66,18 @@ func readState(path string) (*saved, error) {
 
 func writeState(path string, s *saved) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return spec.Errorf(spec.ErrIOFailure, "host-device: create %s: %v", filepath.Dir(path), err)
+		return spec.Errorf(spec.ErrIOFailure, "create %s: %v", filepath.Dir(path), err)
 	}
 	data, _ := json.Marshal(s)
 	if err := atomicfile.Write(path, data, 0o600, false); err != nil {
-		return spec.Errorf(spec.ErrIOFailure, "host-device: save the device's state to %s: %v", path, err)
+		return spec.Errorf(spec.ErrIOFailure, "save the device's state to %s: %v", path, err)
 	}
 	return nil
 }
 
 func removeState(path string) error {
 	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return spec.Errorf(spec.ErrIOFailure, "host-device: remove %s: %v", path, err)
+		return spec.Errorf(spec.ErrIOFailure, "remove %s: %v", path, err)
 	}
 	return nil
 }
@@ -86,7 +89,7 @@ func listStates(dataDir, network string) ([]string, error) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, spec.Errorf(spec.ErrIOFailure, "host-device: list %s: %v", filepath.Join(dataDir, network), err)
+		return nil, spec.Errorf(spec.ErrIOFailure, "list %s: %v", filepath.Join(dataDir, network), err)
 	}
 	var out []string
 	for _, e := range entries {
