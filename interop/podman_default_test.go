@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/patchbay-cni/patchbay/internal/launch"
-	"github.com/patchbay-cni/patchbay/internal/rundir"
 	"github.com/patchbay-cni/patchbay/internal/testutil"
 )
 
@@ -64,8 +63,9 @@ const debianPodmanConflist = `{
 // in which podman runs: temp dirs appear there as /var/lib/cni and
 // /run/cni, so that the default conflist runs unchanged (host-local's
 // default dataDir, tuning's and libcni's result cache land in the test's
-// dirs, not the machine's; our firewall plugin's records follow
-// PATCHBAY_RUN_DIR, which TestMain sets), and the network namespaces
+// dirs, not the machine's, and so do our plugins' locks and the firewall
+// plugin's records, under /run/cni/patchbay: podman runs without
+// PATCHBAY_RUN_DIR, see podman), and the network namespaces
 // podman mounts under /run/netns live and die with it. Nothing is created
 // on the machine for it: /var/lib and /run are shadowed in that namespace
 // (shadowScript), and what podman creates at their top goes to a tmpfs.
@@ -219,9 +219,9 @@ func podmanDefaultNetwork(t *testing.T, pluginDir, conflist string) {
 			t.Errorf("iptables lacks %q:\n%s", want, ipt)
 		}
 	}
-	recs, _ := filepath.Glob(rundir.Path("firewall", "podman", "*.json"))
-	if len(recs) != 1 {
-		t.Errorf("firewall records in %s: %v", rundir.Path("firewall", "podman"), recs)
+	records := filepath.Join(m.run, "patchbay", "firewall", "podman")
+	if recs, _ := filepath.Glob(filepath.Join(records, "*.json")); len(recs) != 1 {
+		t.Errorf("firewall records in %s: %v", records, recs)
 	}
 
 	e.mustPodman(t, 60*time.Second, "rm", "-f", "-t", "0", name)
@@ -241,7 +241,7 @@ func podmanDefaultNetwork(t *testing.T, pluginDir, conflist string) {
 	if vs, _ := testutil.InNS(t, hostNS, "ip", "-o", "link", "show", "type", "veth"); strings.Contains(vs, "veth") && !strings.Contains(vs, "up0@") {
 		t.Errorf("veth left: %s", vs)
 	}
-	if recs, _ := filepath.Glob(rundir.Path("firewall", "*", "*")); len(recs) != 0 {
+	if recs, _ := filepath.Glob(filepath.Join(m.run, "patchbay", "firewall", "*", "*")); len(recs) != 0 {
 		t.Errorf("firewall records left: %v", recs)
 	}
 	if _, err := os.Stat(filepath.Join(m.varLib, "networks", "podman", ip.String())); !os.IsNotExist(err) {

@@ -7,10 +7,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/patchbay-cni/patchbay/internal/rundir"
 )
 
 // podmanEnv is one private podman installation: its own storage, run root,
@@ -118,7 +121,16 @@ func (e *podmanEnv) podman(timeout time.Duration, args ...string) (string, error
 		full = append([]string{"--mount=" + e.mountNS}, full...)
 	}
 	cmd := exec.CommandContext(ctx, "nsenter", full...)
-	cmd.Env = append(os.Environ(), "CONTAINERS_CONF="+e.confFile, "CONTAINERS_STORAGE_CONF="+e.storConf)
+	env := os.Environ()
+	if e.mountNS != "" {
+		// conmon runs the exit command (podman container cleanup, which
+		// may be the one to call DEL) with an environment of its own,
+		// without PATCHBAY_RUN_DIR: every podman process must agree on the
+		// run directory, so they all use the default one, /run/cni/patchbay,
+		// which is the test's own in the private mount namespace.
+		env = slices.DeleteFunc(env, func(kv string) bool { return strings.HasPrefix(kv, rundir.Env+"=") })
+	}
+	cmd.Env = append(env, "CONTAINERS_CONF="+e.confFile, "CONTAINERS_STORAGE_CONF="+e.storConf)
 	cmd.WaitDelay = 2 * time.Second
 	out, err := cmd.CombinedOutput()
 	if ctx.Err() != nil {
