@@ -129,13 +129,13 @@ func removeStaleRunDirs() {
 func machineFiles() map[string]bool {
 	out := map[string]bool{}
 	// In the test VM (internal/vmtest sets PATCHBAY_VM=1 in the guest)
-	// every directory is the guest's own (the host's root read-only under a
-	// tmpfs overlay): nothing there is the machine's, and the guest's tools
-	// write /run (mount(8): /run/mount).
-	if os.Getenv("PATCHBAY_VM") == "1" {
-		return out
-	}
+	// /run is the guest's own tmpfs, where its tools write (mount(8):
+	// /run/mount); the CNI directories below it are still checked.
+	inVM := os.Getenv("PATCHBAY_VM") == "1"
 	for _, d := range MachineDirs {
+		if !d.Deep && inVM {
+			continue
+		}
 		if !d.Deep {
 			ents, _ := os.ReadDir(d.Path)
 			for _, e := range ents {
