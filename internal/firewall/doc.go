@@ -1,6 +1,6 @@
 // Package firewall is the one way our plugins program the kernel's packet
 // filter: bridge and ptp masquerade (ipMasq), bridge's macspoofchk, portmap,
-// and the firewall plugin to come. It has four layers.
+// and the firewall plugin. It has four layers.
 //
 // Values (value.go, conditions.go). Every string that can reach a rule is a
 // typed value made only by a validating constructor: Name (table and chain
