@@ -64,19 +64,66 @@ var cases = []Case{{
 		"ipam":{"type":"dhcp","daemonSocketPath":"{{DIR}}/dhcp/dhcp.sock"}}]}`,
 	Setup:    dhcpServers("crbr5"),
 	MinSteps: 15,
+}, {
+	Name: "macvlan (bridge mode, a veth master in the host)+host-local, 1.1.0",
+	Conflist: `{"cniVersion":"1.1.0","name":"crmv","plugins":[{"type":"macvlan","master":"crmvm0","mode":"bridge",
+		"ipam":{"type":"host-local","subnet":"10.219.0.0/24","dataDir":"{{DIR}}/ipam"}}]}`,
+	Setup: ipSetup(true, [][]string{{"link", "add", "crmvm0", "type", "veth", "peer", "name", "crmvp0"},
+		{"link", "set", "crmvm0", "up"}, {"link", "set", "crmvp0", "up"}}),
+	MinSteps: 25,
+}, {
+	Name: "tap (a port of a bridge in the container)+host-local, 1.1.0",
+	Conflist: `{"cniVersion":"1.1.0","name":"crtap","plugins":[{"type":"tap","bridge":"crtbr0",
+		"ipam":{"type":"host-local","subnet":"10.220.0.0/24","dataDir":"{{DIR}}/ipam"}}]}`,
+	Setup:    ipSetup(false, [][]string{{"link", "add", "crtbr0", "type", "bridge"}, {"link", "set", "crtbr0", "up"}}),
+	MinSteps: 20,
+}, {
+	Name: "ptp+host-local, sbr (routes moved to a table, a rule), 1.1.0",
+	Conflist: `{"cniVersion":"1.1.0","name":"crsbr","plugins":[{"type":"ptp",
+		"ipam":{"type":"host-local","subnet":"10.221.0.0/24","dataDir":"{{DIR}}/ipam","routes":[{"dst":"0.0.0.0/0"}]}},
+		{"type":"sbr"}]}`,
+	MinSteps: 40,
+}, {
+	Name: "host-device (a bridge port with an alias and MTU 1400)+host-local, 1.1.0",
+	Conflist: `{"cniVersion":"1.1.0","name":"crhd","plugins":[{"type":"host-device","device":"crhd0","dataDir":"{{DIR}}/hd",
+		"ipam":{"type":"host-local","subnet":"10.222.0.0/24","dataDir":"{{DIR}}/ipam"}}]}`,
+	Setup: ipSetup(true, [][]string{{"link", "add", "crhbr0", "type", "bridge"}, {"link", "set", "crhbr0", "up"},
+		{"link", "add", "crhd0", "mtu", "1400", "type", "veth", "peer", "name", "crhdp0"},
+		{"link", "set", "crhd0", "alias", "uplink-a", "master", "crhbr0"}, {"link", "set", "crhd0", "up"}, {"link", "set", "crhdp0", "up"}}),
+	HostDevices: []string{"crhd0"},
+	MinSteps:    25,
 }}
+
+// ipSetup runs these ip(8) commands in the host namespace (inHost) or the
+// container's.
+func ipSetup(inHost bool, cmds [][]string) func(t *testing.T, host, cont, dir string) {
+	return func(t *testing.T, host, cont, _ string) {
+		ns := cont
+		if inHost {
+			ns = host
+		}
+		for _, args := range cmds {
+			ip(t, ns, args...)
+		}
+	}
+}
+
+func ip(t *testing.T, ns string, args ...string) {
+	t.Helper()
+	if out, err := exec.Command("ip", append([]string{"-n", ns}, args...)...).CombinedOutput(); err != nil {
+		t.Fatalf("ip %v: %v: %s", args, err, out)
+	}
+}
 
 // dhcpServers makes the bridge with the server's address and starts
 // dnsmasq serving DHCP on it and our dhcp daemon (state and socket in
 // dir/dhcp), both in the host namespace, both started and stopped through
 // internal/launch. The bridge plugin uses the bridge as it finds it.
-func dhcpServers(bridge string) func(t *testing.T, host, dir string) {
-	return func(t *testing.T, host, dir string) {
+func dhcpServers(bridge string) func(t *testing.T, host, cont, dir string) {
+	return func(t *testing.T, host, _, dir string) {
 		for _, args := range [][]string{{"link", "add", bridge, "type", "bridge"}, {"addr", "add", "10.218.0.1/24", "dev", bridge},
 			{"link", "set", bridge, "up"}} {
-			if out, err := exec.Command("ip", append([]string{"-n", host}, args...)...).CombinedOutput(); err != nil {
-				t.Fatalf("ip %v: %v: %s", args, err, out)
-			}
+			ip(t, host, args...)
 		}
 		d := filepath.Join(dir, "dhcp")
 		if err := os.MkdirAll(d, 0o700); err != nil {

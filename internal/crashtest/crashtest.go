@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -37,10 +38,15 @@ type Case struct {
 	// MinSteps guards the harness: the ADD must have at least this many
 	// state-changing steps.
 	MinSteps int
-	// Setup, if set, prepares the host namespace (named host) before the
-	// first ADD: servers a plugin needs (they run untraced and are never
-	// killed), with dir the case's state directory ("{{DIR}}").
-	Setup func(t *testing.T, host, dir string)
+	// Setup, if set, prepares the namespaces (named host and cont) before
+	// the first ADD: devices and servers a plugin needs (servers run
+	// untraced and are never killed), with dir the case's state directory
+	// ("{{DIR}}").
+	Setup func(t *testing.T, host, cont, dir string)
+	// HostDevices are links of the host namespace (made by Setup) that the
+	// chain takes and DEL must give back as they were: under their name,
+	// with their MAC, MTU, alias, up state and master (host-device).
+	HostDevices []string
 }
 
 const (
@@ -61,6 +67,9 @@ type world struct {
 	env               []string
 	gc                bool // the version has GC
 	confDir           string
+	// before holds the snapshot's network keys (links, addresses,
+	// routes, rules) from before the first ADD: each must remain.
+	before map[string]int
 }
 
 // Run crashes c's ADD at every step and checks what DEL (and GC) leave.
@@ -119,7 +128,7 @@ func setup(t *testing.T, c Case) *world {
 	w.host, w.hostPath = testutil.NewNS(t, "crh")
 	w.cont, w.contPath = testutil.NewNS(t, "crc")
 	if c.Setup != nil {
-		c.Setup(t, w.host, w.dir)
+		c.Setup(t, w.host, w.cont, w.dir)
 	}
 	conf := strings.ReplaceAll(c.Conflist, "{{DIR}}", w.dir)
 	list, err := spec.ParseConfList([]byte(conf))
@@ -151,6 +160,12 @@ func setup(t *testing.T, c Case) *world {
 func (w *world) baseline() (allowed map[string]int, sysBefore map[string]string) {
 	t := w.t
 	before, sysBefore := w.snapshot(), w.sysctls()
+	w.before = map[string]int{}
+	for k, n := range before {
+		if kept.MatchString(k) {
+			w.before[k] = n
+		}
+	}
 	if out, err := w.patchbay("add"); err != nil {
 		t.Fatalf("clean ADD: %v: %s", err, out)
 	}
@@ -221,9 +236,17 @@ func (w *world) traced(verb string, n int) (Outcome, error) {
 func (w *world) check(what string, allowed map[string]int, sysBefore map[string]string) bool {
 	w.t.Helper()
 	var left []string
-	for k, n := range w.snapshot() {
+	now := w.snapshot()
+	for k, n := range now {
 		if n > allowed[k] {
 			left = append(left, k)
+		}
+	}
+	// What the namespaces held before the first ADD must be there still
+	// (a master, a device given back, the host's own routes and rules).
+	for k, n := range w.before {
+		if n > now[k] {
+			left = append(left, "missing: "+k)
 		}
 	}
 	for k, v := range w.sysctls() {
@@ -249,8 +272,10 @@ func union(a, b map[string]int) map[string]int {
 	return out
 }
 
-// snapshot lists what exists: links, addresses and routes in both
-// namespaces (IPv6 link-local ones aside: they follow MACs), nftables,
+// snapshot lists what exists: links (with their up state and master;
+// the case's host devices also with MAC, MTU and alias), addresses, routes
+// in every table and policy rules in both namespaces (IPv6 link-local
+// ones aside: they follow MACs), nftables,
 // iptables and ip6tables lines and qdiscs in the host namespace, and files
 // and directories under the state directory (the run directory with the
 // attachment's lock file included). Values count duplicates.
@@ -260,8 +285,13 @@ func (w *world) snapshot() map[string]int {
 	for _, ns := range []string{w.host, w.cont} {
 		role := map[bool]string{true: "host", false: "container"}[ns == w.host]
 		var links []struct {
-			Name string `json:"ifname"`
-			Info struct {
+			Name   string   `json:"ifname"`
+			Flags  []string `json:"flags"`
+			Master string   `json:"master"`
+			MAC    string   `json:"address"`
+			MTU    int      `json:"mtu"`
+			Alias  string   `json:"ifalias"`
+			Info   struct {
 				Kind string `json:"info_kind"`
 			} `json:"linkinfo"`
 			AddrInfo []struct {
@@ -271,7 +301,15 @@ func (w *world) snapshot() map[string]int {
 		}
 		w.ipJSON(ns, &links, "-d", "addr", "show")
 		for _, l := range links {
-			s[fmt.Sprintf("%s link %s (%s)", role, l.Name, l.Info.Kind)]++
+			state := "down"
+			if slices.Contains(l.Flags, "UP") {
+				state = "up"
+			}
+			key := fmt.Sprintf("%s link %s (%s) %s master %q", role, l.Name, l.Info.Kind, state, l.Master)
+			if ns == w.host && slices.Contains(w.c.HostDevices, l.Name) {
+				key += fmt.Sprintf(" mac %s mtu %d alias %q", l.MAC, l.MTU, l.Alias)
+			}
+			s[key]++
 			for _, a := range l.AddrInfo {
 				if !strings.HasPrefix(a.Local, "fe80:") {
 					s[fmt.Sprintf("%s addr %s %s/%d", role, l.Name, a.Local, a.PrefixLen)]++
@@ -288,6 +326,16 @@ func (w *world) snapshot() map[string]int {
 				continue
 			}
 			s[fmt.Sprintf("%s route %v %v %s dev %v via %v", role, r["table"], r["type"], dst, r["dev"], r["gateway"])]++
+		}
+		// Policy rules (sbr's): fmt prints a map's keys sorted.
+		var rules, rules6 []map[string]any
+		w.ipJSON(ns, &rules, "rule", "show")
+		w.ipJSON(ns, &rules6, "-6", "rule", "show")
+		for _, r := range rules {
+			s[fmt.Sprintf("%s rule %v", role, r)]++
+		}
+		for _, r := range rules6 {
+			s[fmt.Sprintf("%s rule6 %v", role, r)]++
 		}
 	}
 	if out, err := testutil.InNS(w.t, w.host, "nft", "list", "ruleset"); err != nil {
@@ -328,6 +376,8 @@ func (w *world) snapshot() map[string]int {
 }
 
 var (
+	// kept matches the snapshot keys that must outlive every crash.
+	kept       = regexp.MustCompile(`^(host|container) (link|addr|route|rule|rule6) `)
 	counters   = regexp.MustCompile(`counter packets \d+ bytes \d+`)
 	xtCounters = regexp.MustCompile(`\[\d+:\d+\]`)
 )

@@ -365,6 +365,11 @@ func (k *Kind) Del(a *skel.CmdArgs) error {
 		return err
 	}
 	defer cont.Close()
+	// An ADD killed between creating the interface and renaming it left it
+	// under its temporary name.
+	if err := cont.DelAddLeftover(a.IfName); err != nil {
+		return fmt.Errorf("%s: %w", k.Type, err)
+	}
 	l, err := cont.FindLink(a.IfName)
 	if l == nil {
 		return err

@@ -2,6 +2,7 @@ package link
 
 import (
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -13,10 +14,42 @@ import (
 
 // tempName is a name for a link on its way into another namespace:
 // "pbtmp" and 8 random hex digits (13 characters, within IFNAMSIZ).
+// AddLinkIn tries addTempName first.
 func tempName() string {
 	b := make([]byte, 4)
 	rand.Read(b)
 	return "pbtmp" + hex.EncodeToString(b)
+}
+
+// addTempName is the temporary name AddLinkIn gives a link it makes in n
+// for name first: fixed for the pair (n's inode, name), so that the DEL
+// after an ADD killed between the creation and the rename finds the link
+// (DelAddLeftover). Another namespace's name for the same ifname differs.
+func (n *NS) addTempName(name string) (string, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(n.fd), &st); err != nil {
+		return "", fmt.Errorf("stat %s: %w", n, err)
+	}
+	sum := sha256.Sum256(fmt.Appendf(nil, "%d:%d/%s", st.Dev, st.Ino, name))
+	return "pbtmp" + hex.EncodeToString(sum[:4]), nil
+}
+
+// DelAddLeftover deletes the link an AddLinkIn(n, _, name) killed before
+// its rename left in n under its temporary name, if there is one (the DEL
+// of the interface plugins). Only AddLinkIn makes a link of that name.
+func (n *NS) DelAddLeftover(name string) error {
+	tmp, err := n.addTempName(name)
+	if err != nil {
+		return err
+	}
+	l, err := n.FindLink(tmp)
+	if l == nil {
+		return err
+	}
+	if err := n.H.LinkDel(l); err != nil && !IsNotFound(err) {
+		return fmt.Errorf("delete %q, left in %s by a killed ADD of %q: %w", tmp, n, name, err)
+	}
+	return nil
 }
 
 // AddLinkIn creates l through n, the namespace its parent link (macvlan,
@@ -52,9 +85,21 @@ func (n *NS) AddLinkIn(dst *NS, l netlink.Link, name string) (netlink.Link, erro
 		return dst.LinkByName(name)
 	}
 	at.Namespace = netlink.NsFd(dst.Fd())
-	var err error
-	for range 3 { // EEXIST may be a temporary name someone else holds
-		at.Name = tempName()
+	first, err := dst.addTempName(name)
+	if err != nil {
+		return nil, err
+	}
+	for i := range 4 {
+		switch i {
+		case 0: // the fixed name: the DEL after a kill finds it
+			at.Name = first
+		case 1: // a link holding it in dst is the leftover of a killed ADD of name
+			if err := dst.DelAddLeftover(name); err != nil {
+				return nil, err
+			}
+		default: // someone else holds it in n
+			at.Name = tempName()
+		}
 		if err = retryErr(func() error { return n.H.LinkAdd(l) }); !errors.Is(err, unix.EEXIST) {
 			break
 		}

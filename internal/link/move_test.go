@@ -121,6 +121,54 @@ func TestAddLinkIn(t *testing.T) {
 	}
 }
 
+// An ADD killed between AddLinkIn's creation and its rename leaves the
+// link in the container under the temporary name fixed for (container,
+// name) (issue 7, found by internal/crashtest): DelAddLeftover deletes it,
+// and the next AddLinkIn of that name, finding it, takes its place.
+func TestAddLinkInLeftover(t *testing.T) {
+	host, hostPath := testutil.NewNS(t, "llh")
+	cont, contPath := testutil.NewNS(t, "llc")
+	mustIP(t, host, "link", "add", "master0", "type", "veth", "peer", "name", "master0p")
+	inHost(t, hostPath, contPath, func(h, c *NS) error {
+		tmp, err := c.addTempName("eth0")
+		if err != nil {
+			return err
+		}
+		if other, _ := h.addTempName("eth0"); other == tmp || !strings.HasPrefix(tmp, "pbtmp") || len(tmp) != 13 {
+			t.Errorf("temporary names: %q in the container, %q in the host", tmp, other)
+		}
+		leftover := func() {
+			t.Helper()
+			mustIP(t, host, "link", "add", tmp, "link", "master0", "netns", contPath, "type", "macvlan", "mode", "bridge")
+		}
+		leftover()
+		if err := c.DelAddLeftover("net1"); err != nil || !hasLink(t, cont, tmp) {
+			t.Errorf("DelAddLeftover of another name: %v, or it deleted %s", err, tmp)
+		}
+		if err := c.DelAddLeftover("eth0"); err != nil || hasLink(t, cont, tmp) {
+			t.Errorf("DelAddLeftover: %v, or %s is still there", err, tmp)
+		}
+		if err := c.DelAddLeftover("eth0"); err != nil {
+			t.Errorf("DelAddLeftover with nothing left: %v", err)
+		}
+		leftover()
+		master, err := h.LinkByName("master0")
+		if err != nil {
+			return err
+		}
+		at := netlink.NewLinkAttrs()
+		at.ParentIndex = master.Attrs().Index
+		if _, err := h.AddLinkIn(c, &netlink.Macvlan{LinkAttrs: at, Mode: netlink.MACVLAN_MODE_BRIDGE}, "eth0"); err != nil {
+			t.Errorf("AddLinkIn over a leftover: %v", err)
+		}
+		return nil
+	})
+	noTempLinks(t, host, cont)
+	if got := strings.Join(links(t, cont), " "); got != "eth0 lo" {
+		t.Errorf("container links = %s", got)
+	}
+}
+
 // A host link moves into the container under a temporary name when its
 // own name is taken there, and is renamed; it moves back under its old
 // name (host-device's DEL); a move to a name taken in the container fails

@@ -9,10 +9,12 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"path/filepath"
 	"strings"
 
 	"github.com/vishvananda/netlink"
 
+	"github.com/patchbay-cni/patchbay/internal/atomicfile"
 	"github.com/patchbay-cni/patchbay/internal/link"
 	"github.com/patchbay-cni/patchbay/skel"
 	"github.com/patchbay-cni/patchbay/spec"
@@ -133,6 +135,8 @@ func moveIn(host, cont *link.NS, hl netlink.Link, a *skel.CmdArgs, c *Config, un
 // putBack returns the device st describes to host under its original
 // name and restores its MAC, MTU, alias, master and up state. It finds the device
 //   - in the container as ifName, carrying its name in the alias (ours);
+//   - in the container under the name it travelled with (ADD stopped
+//     before the rename there);
 //   - in the host under its name (ADD stopped before moving it);
 //   - in the host under another name with its name in the alias (the
 //     kernel brings a physical device back to the initial namespace, named
@@ -156,6 +160,25 @@ func putBack(host, cont *link.NS, st *saved, ifName string) error {
 				return fmt.Errorf("move %q back to the host as %q: %w", ifName, st.Name, err)
 			}
 			return restore(host, ml, st)
+		}
+		// An ADD killed between the move and the rename left it in the
+		// container under the name it travelled with: its own, or a
+		// temporary one when that was taken there. Our alias (or its MAC)
+		// tells it.
+		if l == nil {
+			links, err := cont.LinkList()
+			if err != nil {
+				return err
+			}
+			for _, l := range links {
+				if st.isDevice(l) {
+					ml, err := cont.MoveLink(l, host, st.Name)
+					if err != nil {
+						return fmt.Errorf("move %q back to the host as %q: %w", l.Attrs().Name, st.Name, err)
+					}
+					return restore(host, ml, st)
+				}
+			}
 		}
 	}
 	l, err := host.FindLink(st.Name)
@@ -267,8 +290,12 @@ func del(a *skel.CmdArgs) error {
 	}
 	defer cont.Close()
 	if st == nil {
-		// No record: nothing of ours, or a device the reference moved,
-		// whose alias is its original name.
+		// No record: nothing of ours (but the temporary of a record whose
+		// ADD was killed before the rename, before anything else), or a
+		// device the reference moved, whose alias is its original name.
+		if err := removeState(path); err != nil {
+			return err
+		}
 		if cont == nil {
 			return nil
 		}
@@ -365,6 +392,12 @@ func gc(a *skel.CmdArgs) error {
 		if err := skel.DelegateVerb(a, spec.CmdGC, c.IPAM.Type); err != nil {
 			return err
 		}
+	}
+	// Temporaries of record writes killed before their rename (nothing
+	// else had happened yet); DEL removes its own, this catches those no
+	// DEL will come for.
+	if err := atomicfile.RemoveTemps(filepath.Join(c.DataDir, c.Name)); err != nil {
+		return spec.Errorf(spec.ErrIOFailure, "GC: %v", err)
 	}
 	files, err := listStates(c.DataDir, c.Name)
 	if err != nil || len(files) == 0 {

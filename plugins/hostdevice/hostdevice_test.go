@@ -1,11 +1,13 @@
 package hostdevice
 
 import (
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/patchbay-cni/patchbay/internal/atomicfile"
 	"github.com/patchbay-cni/patchbay/internal/testutil"
 	"github.com/patchbay-cni/patchbay/spec"
 )
@@ -277,7 +279,7 @@ func TestDelToleratesGoneDevice(t *testing.T) {
 // or after the move before IPAM: DEL finishes from either.
 func TestDelAfterCrash(t *testing.T) {
 	l := newLab(t)
-	_, contPath := testutil.NewNS(t, "hdc")
+	cont, contPath := testutil.NewNS(t, "hdc")
 	conf := l.conf("1.1.0", nil, "10.60.0.0/24")
 	// Stopped after the record and the alias: the device is still in the host.
 	st := &saved{ContainerID: "k1", IfName: "eth0", Netns: contPath, Name: "dev0", Alias: "uplink-a",
@@ -293,6 +295,41 @@ func TestDelAfterCrash(t *testing.T) {
 	l.mustAdd(l.conf("1.1.0", nil), "k2", contPath, "eth0")
 	l.mustRun("DEL", conf, "k2", contPath, "eth0")
 	l.restored(true)
+
+	// Found by internal/crashtest (issue 7): stopped between the move and
+	// the rename in the container, where the device kept the name it
+	// travelled with: its own, or a temporary one when that was taken.
+	for _, travel := range []string{"dev0", "pbtmp0a1b2c3d"} {
+		st.ContainerID = "k3"
+		path := statePath(l.dataDir, "hdnet", "k3", "eth0")
+		if err := writeState(path, st); err != nil {
+			t.Fatal(err)
+		}
+		l.ip("link", "set", "dev0", "alias", "dev0")
+		l.ip("link", "set", "dev0", "down")
+		l.ip("link", "set", "dev0", "netns", contPath)
+		if travel != "dev0" {
+			ipIn(t, cont, "link", "set", "dev0", "name", travel)
+		}
+		l.mustRun("DEL", conf, "k3", contPath, "eth0")
+		l.restored(true)
+	}
+
+	// Killed before the rename of the record's write, before anything
+	// else: DEL (and GC, for an attachment no DEL comes for) removes the
+	// temporary.
+	l.cniPath = testutil.OurBin(t) // the reference host-local has no GC
+	for _, verb := range []string{"DEL", "GC"} {
+		tmp := atomicfile.TempPath(statePath(l.dataDir, "hdnet", "k4", "eth0"))
+		if err := os.WriteFile(tmp, []byte(`{"name":"dev0"}`), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		l.mustRun(verb, conf, "k4", contPath, "eth0")
+		if _, err := os.Stat(tmp); err == nil {
+			t.Errorf("%s left the record's temporary %s", verb, tmp)
+		}
+		l.restored(true)
+	}
 }
 
 // GC puts back the devices of attachments not in the valid list and keeps

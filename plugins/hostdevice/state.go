@@ -75,8 +75,10 @@ func writeState(path string, s *saved) error {
 	return nil
 }
 
+// removeState removes the record and the temporary of its write, which an
+// ADD killed before the rename leaves (then there is no record).
 func removeState(path string) error {
-	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := atomicfile.Remove(path); err != nil {
 		return spec.Errorf(spec.ErrIOFailure, "remove %s: %v", path, err)
 	}
 	return nil
