@@ -190,12 +190,11 @@ func (k *Kind) Add(a *skel.CmdArgs, c Conf) (res *spec.Result, err error) {
 	if err != nil {
 		return nil, err
 	}
-	host, cont, err := link.OpenForAdd(a.Netns, a.IfName)
+	host, cont, done, err := link.OpenForAdd(a.Netns, a.IfName)
 	if err != nil {
 		return nil, err
 	}
-	defer host.Close()
-	defer cont.Close()
+	defer done()
 	mns, master, err := k.master(a, c, host, cont)
 	if err != nil {
 		return nil, err
@@ -296,16 +295,11 @@ func (k *Kind) Check(a *skel.CmdArgs, c Conf) error {
 	if idx < 0 {
 		return k.checkErr("prevResult has no interface %q in sandbox %q", a.IfName, a.Netns)
 	}
-	host, err := link.Current()
+	host, cont, done, err := link.OpenPair(a.Netns)
 	if err != nil {
 		return err
 	}
-	defer host.Close()
-	cont, err := link.OpenContainer(a.Netns)
-	if err != nil {
-		return err
-	}
-	defer cont.Close()
+	defer done()
 	l, err := cont.CheckLink(a.IfName, link.LinkWant{Type: k.Type, MAC: prev.Interfaces[idx].Mac, MTU: c.MTU, Up: true})
 	if err != nil {
 		return k.checkErr("%v", err)

@@ -118,16 +118,11 @@ func check(a *skel.CmdArgs) error {
 	if prev == nil {
 		return invalid("CHECK requires \"prevResult\"")
 	}
-	host, err := link.Current()
+	host, cont, done, err := link.OpenPair(a.Netns)
 	if err != nil {
 		return err
 	}
-	defer host.Close()
-	cont, err := link.OpenContainer(a.Netns)
-	if err != nil {
-		return err
-	}
-	defer cont.Close()
+	defer done()
 	hostIf, err := hostPeer(host, cont, a.IfName, prev)
 	if err != nil {
 		return err

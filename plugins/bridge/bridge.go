@@ -42,12 +42,11 @@ func add(a *skel.CmdArgs) (res *spec.Result, err error) {
 	if err != nil {
 		return nil, err
 	}
-	host, cont, err := link.OpenForAdd(a.Netns, a.IfName)
+	host, cont, done, err := link.OpenForAdd(a.Netns, a.IfName)
 	if err != nil {
 		return nil, err
 	}
-	defer host.Close()
-	defer cont.Close()
+	defer done()
 	fw := firewall.NewSession() // one nftables connection for the whole ADD, opened on first use
 	defer fw.Close()
 

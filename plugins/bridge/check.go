@@ -34,16 +34,11 @@ func check(a *skel.CmdArgs) error {
 	}
 	brIf := prev.Interfaces[brIdx]
 
-	host, err := link.Current()
+	host, cont, done, err := link.OpenPair(a.Netns)
 	if err != nil {
 		return err
 	}
-	defer host.Close()
-	cont, err := link.OpenContainer(a.Netns)
-	if err != nil {
-		return err
-	}
-	defer cont.Close()
+	defer done()
 
 	bl, err := host.LinkByName(c.Bridge)
 	if err != nil {

@@ -39,12 +39,11 @@ func add(a *skel.CmdArgs) (res *spec.Result, err error) {
 	if err := c.resolveDeviceID(); err != nil {
 		return nil, err
 	}
-	host, cont, err := link.OpenForAdd(a.Netns, a.IfName)
+	host, cont, done, err := link.OpenForAdd(a.Netns, a.IfName)
 	if err != nil {
 		return nil, err
 	}
-	defer host.Close()
-	defer cont.Close()
+	defer done()
 
 	// From here on a failure puts back what this ADD changed.
 	var undo link.Undo
@@ -256,16 +255,11 @@ func del(a *skel.CmdArgs) error {
 	if err != nil {
 		return err
 	}
-	host, err := link.Current()
+	host, cont, done, err := link.OpenPairIfExists(a.Netns)
 	if err != nil {
 		return err
 	}
-	defer host.Close()
-	cont, err := link.OpenIfExists(a.Netns)
-	if err != nil {
-		return err
-	}
-	defer cont.Close()
+	defer done()
 	if st == nil {
 		// No record: nothing of ours, or a device the reference moved,
 		// whose alias is its original name.
