@@ -18,7 +18,7 @@ func TestMessagesDoNotNameTheirPlugin(t *testing.T) {
 	if err != nil || len(dirs) == 0 {
 		t.Fatalf("no plugin directories: %v", err)
 	}
-	maker := regexp.MustCompile(`(Errorf|NewError|errors\.New|invalid|checkErr)\(`)
+	maker := regexp.MustCompile(`(Errorf|NewError|errors\.New|invalid|checkErr|CheckErr)\(`)
 	for _, dir := range dirs {
 		typ := filepath.Base(dir)
 		if typ == "hostlocal" {
