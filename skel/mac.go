@@ -40,7 +40,7 @@ type macKeys struct {
 // RequestedMAC returns the container MAC address the configuration or the
 // runtime asked for, and where it came from. order lists the places the
 // plugin honours, lowest precedence first: the reference plugins differ
-// (macvlan: MACKey, MACCNIArgs, MACRuntimeConfig; bridge: MACCNIArgs,
+// (macvlan and tap: MACKey, MACCNIArgs, MACRuntimeConfig; bridge: MACCNIArgs,
 // MACArgs, MACRuntimeConfig; tuning: MACKey, MACCNIArgs, MACRuntimeConfig,
 // MACArgs). An empty value counts as not asked; none asked gives nil, "".
 //

@@ -6,7 +6,6 @@ package tap
 
 import (
 	"fmt"
-	"net"
 
 	"github.com/vishvananda/netlink"
 
@@ -68,9 +67,8 @@ func add(a *skel.CmdArgs) (res *spec.Result, err error) {
 			return nil, fmt.Errorf("set the MTU of %q to %d: %w", a.IfName, c.MTU, err)
 		}
 	}
-	if c.mac != "" {
-		mac, _ := net.ParseMAC(c.mac) // checked by load
-		if err = cont.H.LinkSetHardwareAddr(l, mac); err != nil {
+	if c.mac != nil {
+		if err = cont.H.LinkSetHardwareAddr(l, c.mac); err != nil {
 			return nil, fmt.Errorf("set the MAC of %q to %s: %w", a.IfName, c.mac, err)
 		}
 	}
