@@ -102,6 +102,8 @@ func ParseUnicastMAC(s string) (net.HardwareAddr, error) {
 	switch {
 	case err != nil || len(mac) != 6:
 		return nil, errors.New("not an Ethernet MAC address (e.g. 0a:58:0a:01:00:05)")
+	case mac.String() == "ff:ff:ff:ff:ff:ff":
+		return nil, errors.New("the broadcast address, which no interface can have")
 	case mac[0]&1 != 0:
 		return nil, errors.New("a multicast address (the first byte is odd), which no interface can have")
 	case mac.String() == "00:00:00:00:00:00":
