@@ -59,21 +59,10 @@ func looseNS(t *testing.T) (string, string) {
 func (h *harness) conf(version string, extra map[string]any, subnets ...string) string {
 	h.t.Helper()
 	c := map[string]any{"cniVersion": version, "name": "testnet", "type": "bridge", "bridge": "pbbr0"}
-	for k, v := range extra {
-		c[k] = v
-	}
 	if len(subnets) > 0 {
-		var ranges [][]map[string]string
-		for _, s := range subnets {
-			ranges = append(ranges, []map[string]string{{"subnet": s}})
-		}
-		c["ipam"] = map[string]any{"type": "host-local", "dataDir": h.dataDir, "ranges": ranges}
+		c["ipam"] = testutil.HostLocal(h.dataDir, subnets)
 	}
-	b, err := json.Marshal(c)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	return string(b)
+	return testutil.Conf(h.t, c, extra)
 }
 
 // withPrev adds prevResult to a config.

@@ -3,7 +3,6 @@ package ptp
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -41,16 +40,10 @@ func in(t *testing.T, ns string, args ...string) string {
 }
 
 func conf(t *testing.T, dataDir string, masq bool, subnets ...string) string {
-	var ranges [][]map[string]string
-	for _, s := range subnets {
-		ranges = append(ranges, []map[string]string{{"subnet": s}})
-	}
-	b, _ := json.Marshal(map[string]any{
+	return testutil.Conf(t, map[string]any{
 		"cniVersion": "1.1.0", "name": "ptpnet", "type": "ptp", "ipMasq": masq, "mtu": 1400,
-		"ipam": map[string]any{"type": "host-local", "dataDir": dataDir, "ranges": ranges,
-			"routes": []map[string]string{{"dst": "0.0.0.0/0"}, {"dst": "::/0"}}},
-	})
-	return string(b)
+		"ipam": testutil.HostLocal(dataDir, subnets, "0.0.0.0/0", "::/0"),
+	}, nil)
 }
 
 func TestPtpAddTrafficCheckDel(t *testing.T) {

@@ -101,21 +101,10 @@ func In(t testing.TB, ns string, args ...string) string {
 func (e *Env) Conf(version string, keys map[string]any, subnets ...string) string {
 	e.T.Helper()
 	c := map[string]any{"cniVersion": version, "name": "testnet", "type": e.Plugin.Type}
-	for k, v := range keys {
-		c[k] = v
-	}
 	if len(subnets) > 0 {
-		var ranges [][]map[string]string
-		for _, s := range subnets {
-			ranges = append(ranges, []map[string]string{{"subnet": s}})
-		}
-		c["ipam"] = map[string]any{"type": "host-local", "dataDir": e.DataDir, "ranges": ranges}
+		c["ipam"] = testutil.HostLocal(e.DataDir, subnets)
 	}
-	b, err := json.Marshal(c)
-	if err != nil {
-		e.T.Fatal(err)
-	}
-	return string(b)
+	return testutil.Conf(e.T, c, keys)
 }
 
 // Set returns conf with key set to v (v nil: removed).
