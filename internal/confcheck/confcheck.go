@@ -6,12 +6,21 @@
 package confcheck
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"math"
 	"strings"
 
 	"github.com/patchbay-cni/patchbay/spec"
 )
+
+// Absent reports whether a key kept raw for checking (so that a bad value
+// is refused by name) was left out or set to null: both mean unset.
+func Absent(raw json.RawMessage) bool {
+	s := bytes.TrimSpace(raw)
+	return len(s) == 0 || bytes.Equal(s, []byte("null"))
+}
 
 // Kernel field widths, for Int's bounds.
 const (
