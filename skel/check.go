@@ -12,10 +12,8 @@ func CheckErr(format string, args ...any) error {
 // ipamType ("" for none) first, as the reference plugins do, and returns
 // the prevResult to compare against (none is code 7).
 func (a *CmdArgs) CheckPrev(ipamType string) (*spec.Result, error) {
-	if ipamType != "" {
-		if err := DelegateVerb(a, spec.CmdCheck, ipamType); err != nil {
-			return nil, err
-		}
+	if err := DelegateIPAM(a, spec.CmdCheck, ipamType); err != nil {
+		return nil, err
 	}
 	if a.Conf.PrevResult == nil {
 		return nil, spec.Errorf(spec.ErrInvalidNetworkConfig, "CHECK requires \"prevResult\"")

@@ -321,10 +321,8 @@ func (k *Kind) checkMaster(a *skel.CmdArgs, c Conf, host, cont *link.NS, l netli
 // namespace or interface that is gone is nothing to do. An interface of
 // another type under CNI_IFNAME is not ours and stays.
 func (k *Kind) Del(a *skel.CmdArgs) error {
-	if t := a.Conf.IPAM.Type; t != "" {
-		if err := skel.DelegateVerb(a, spec.CmdDel, t); err != nil {
-			return err
-		}
+	if err := skel.DelegateIPAM(a, spec.CmdDel, a.Conf.IPAM.Type); err != nil {
+		return err
 	}
 	cont, err := link.OpenIfExists(a.Netns)
 	if cont == nil {
@@ -353,10 +351,8 @@ func (k *Kind) Status(a *skel.CmdArgs, c Conf) error {
 	if err := k.Validate(c); err != nil {
 		return err
 	}
-	if c.IPAM != "" {
-		if err := skel.DelegateVerb(a, spec.CmdStatus, c.IPAM); err != nil {
-			return err
-		}
+	if err := skel.DelegateIPAM(a, spec.CmdStatus, c.IPAM); err != nil {
+		return err
 	}
 	// A chained ipvlan's master comes from prevResult, and a master in the
 	// container namespace is not known before ADD.
@@ -381,10 +377,7 @@ func (k *Kind) Status(a *skel.CmdArgs, c Conf) error {
 // GC passes the list of valid attachments on to IPAM, which holds the
 // only state these plugins have.
 func GC(a *skel.CmdArgs) error {
-	if t := a.Conf.IPAM.Type; t != "" {
-		return skel.DelegateVerb(a, spec.CmdGC, t)
-	}
-	return nil
+	return skel.DelegateIPAM(a, spec.CmdGC, a.Conf.IPAM.Type)
 }
 
 // Def defines a plugin on this core: its configuration type C, how it is

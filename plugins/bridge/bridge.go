@@ -226,10 +226,8 @@ func del(a *skel.CmdArgs) error {
 	}
 	// IPAM first, while the interface exists: a DHCP lease is released
 	// over it (dhcp sends DHCPRELEASE on the container's interface).
-	if c.IPAM.Type != "" {
-		if err := skel.DelegateVerb(a, spec.CmdDel, c.IPAM.Type); err != nil {
-			return err
-		}
+	if err := skel.DelegateIPAM(a, spec.CmdDel, c.IPAM.Type); err != nil {
+		return err
 	}
 	removed, err := link.DelContainerLink(a.Netns, a.IfName)
 	if err != nil {
@@ -260,10 +258,7 @@ func status(a *skel.CmdArgs) error {
 	if err != nil {
 		return err
 	}
-	if c.IPAM.Type == "" {
-		return nil
-	}
-	return skel.DelegateVerb(a, spec.CmdStatus, c.IPAM.Type)
+	return skel.DelegateIPAM(a, spec.CmdStatus, c.IPAM.Type)
 }
 
 func gc(a *skel.CmdArgs) error {

@@ -229,10 +229,8 @@ func del(a *skel.CmdArgs) error {
 	if err != nil {
 		return err
 	}
-	if c.IPAM.Type != "" {
-		if err := skel.DelegateVerb(a, spec.CmdDel, c.IPAM.Type); err != nil {
-			return err
-		}
+	if err := skel.DelegateIPAM(a, spec.CmdDel, c.IPAM.Type); err != nil {
+		return err
 	}
 	path := statePath(c.DataDir, c.Name, a.ContainerID, a.IfName)
 	st, err := readState(path)
@@ -313,10 +311,7 @@ func status(a *skel.CmdArgs) error {
 	if err != nil {
 		return err
 	}
-	if c.IPAM.Type == "" {
-		return nil
-	}
-	return skel.DelegateVerb(a, spec.CmdStatus, c.IPAM.Type)
+	return skel.DelegateIPAM(a, spec.CmdStatus, c.IPAM.Type)
 }
 
 // gc passes GC on to IPAM and puts back every device this network moved
@@ -326,10 +321,8 @@ func gc(a *skel.CmdArgs) error {
 	if err != nil {
 		return err
 	}
-	if c.IPAM.Type != "" {
-		if err := skel.DelegateVerb(a, spec.CmdGC, c.IPAM.Type); err != nil {
-			return err
-		}
+	if err := skel.DelegateIPAM(a, spec.CmdGC, c.IPAM.Type); err != nil {
+		return err
 	}
 	files, err := listStates(c.DataDir, c.Name)
 	if err != nil || len(files) == 0 {

@@ -172,10 +172,9 @@ func del(a *skel.CmdArgs) error {
 	if err := a.DecodeConf(c); err != nil {
 		return err
 	}
-	if c.IPAM.Type != "" { // without ipam ADD allocated nothing
-		if err := skel.DelegateVerb(a, spec.CmdDel, c.IPAM.Type); err != nil {
-			return err
-		}
+	// Without ipam ADD allocated nothing.
+	if err := skel.DelegateIPAM(a, spec.CmdDel, c.IPAM.Type); err != nil {
+		return err
 	}
 	removed, err := link.DelContainerLink(a.Netns, a.IfName)
 	if err != nil {

@@ -106,10 +106,8 @@ func del(a *skel.CmdArgs) error {
 	if err != nil {
 		return err
 	}
-	if c.IPAM.Type != "" {
-		if err := skel.DelegateVerb(a, spec.CmdDel, c.IPAM.Type); err != nil {
-			return err
-		}
+	if err := skel.DelegateIPAM(a, spec.CmdDel, c.IPAM.Type); err != nil {
+		return err
 	}
 	cont, err := link.OpenIfExists(a.Netns)
 	if cont == nil {
@@ -178,18 +176,15 @@ func status(a *skel.CmdArgs) error {
 	if err != nil {
 		return err
 	}
-	if c.IPAM.Type == "" {
-		return nil
-	}
-	return skel.DelegateVerb(a, spec.CmdStatus, c.IPAM.Type)
+	return skel.DelegateIPAM(a, spec.CmdStatus, c.IPAM.Type)
 }
 
 // gc passes GC on to IPAM; the tap keeps no state of its own outside the
 // container (its namespace takes the device with it).
 func gc(a *skel.CmdArgs) error {
 	c, err := decode(a)
-	if err != nil || c.IPAM.Type == "" {
+	if err != nil {
 		return err
 	}
-	return skel.DelegateVerb(a, spec.CmdGC, c.IPAM.Type)
+	return skel.DelegateIPAM(a, spec.CmdGC, c.IPAM.Type)
 }
