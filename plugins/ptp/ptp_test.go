@@ -1,33 +1,18 @@
 package ptp
 
 import (
-	"bytes"
-	"context"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/patchbay-cni/patchbay/internal/netns"
 	"github.com/patchbay-cni/patchbay/internal/testutil"
-	"github.com/patchbay-cni/patchbay/skel"
 	"github.com/patchbay-cni/patchbay/spec"
 )
 
 func run(t *testing.T, hostPath, cmd, conf, id, nsPath string) (string, int) {
 	t.Helper()
-	env := skel.Env{"CNI_COMMAND": cmd, "CNI_CONTAINERID": id, "CNI_NETNS": nsPath, "CNI_IFNAME": "eth0", "CNI_PATH": testutil.RefBin(t)}
-	var out, errb bytes.Buffer
-	code := -1
-	if err := netns.Do(hostPath, func() error {
-		code = skel.Run(context.Background(), Plugin(), env, strings.NewReader(conf), &out, &errb)
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if errb.Len() > 0 {
-		t.Logf("%s stderr: %s", cmd, errb.String())
-	}
-	return out.String(), code
+	env := map[string]string{"CNI_COMMAND": cmd, "CNI_CONTAINERID": id, "CNI_NETNS": nsPath, "CNI_IFNAME": "eth0", "CNI_PATH": testutil.RefBin(t)}
+	return testutil.RunPlugin(t, Plugin(), hostPath, env, conf)
 }
 
 func in(t *testing.T, ns string, args ...string) string {
