@@ -116,3 +116,12 @@ func DelegateVerb(a *CmdArgs, cmd, typ string) error {
 	_, err := Delegate(a, cmd, typ, a.StdinData)
 	return err
 }
+
+// DelegateIPAM is DelegateVerb for the IPAM plugin ipamType of a plugin
+// whose "ipam" is optional: none configured ("") is nothing to do.
+func DelegateIPAM(a *CmdArgs, cmd, ipamType string) error {
+	if ipamType == "" {
+		return nil
+	}
+	return DelegateVerb(a, cmd, ipamType)
+}

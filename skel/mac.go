@@ -40,7 +40,7 @@ type macKeys struct {
 // RequestedMAC returns the container MAC address the configuration or the
 // runtime asked for, and where it came from. order lists the places the
 // plugin honours, lowest precedence first: the reference plugins differ
-// (macvlan: MACKey, MACCNIArgs, MACRuntimeConfig; bridge: MACCNIArgs,
+// (macvlan and tap: MACKey, MACCNIArgs, MACRuntimeConfig; bridge: MACCNIArgs,
 // MACArgs, MACRuntimeConfig; tuning: MACKey, MACCNIArgs, MACRuntimeConfig,
 // MACArgs). An empty value counts as not asked; none asked gives nil, "".
 //
@@ -102,6 +102,8 @@ func ParseUnicastMAC(s string) (net.HardwareAddr, error) {
 	switch {
 	case err != nil || len(mac) != 6:
 		return nil, errors.New("not an Ethernet MAC address (e.g. 0a:58:0a:01:00:05)")
+	case mac.String() == "ff:ff:ff:ff:ff:ff":
+		return nil, errors.New("the broadcast address, which no interface can have")
 	case mac[0]&1 != 0:
 		return nil, errors.New("a multicast address (the first byte is odd), which no interface can have")
 	case mac.String() == "00:00:00:00:00:00":

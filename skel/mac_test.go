@@ -46,8 +46,12 @@ func TestRequestedMAC(t *testing.T) {
 			t.Errorf("%s: %q from %q, %v; want %q from %q", c.name, mac, from, err, c.want, c.from)
 		}
 	}
-	// The message names where the bad value came from, and the value.
-	_, _, err := (&CmdArgs{StdinData: []byte(`{"runtimeConfig":{"mac":"03:00:00:00:00:01"}}`)}).RequestedMAC(MACRuntimeConfig)
+	// The messages name where the bad value came from, the value and why.
+	_, _, err := (&CmdArgs{StdinData: []byte(`{"mac":"FF:FF:FF:FF:FF:FF"}`)}).RequestedMAC(MACKey)
+	if err == nil || !strings.Contains(err.Error(), "broadcast") {
+		t.Errorf("broadcast: %v", err)
+	}
+	_, _, err = (&CmdArgs{StdinData: []byte(`{"runtimeConfig":{"mac":"03:00:00:00:00:01"}}`)}).RequestedMAC(MACRuntimeConfig)
 	for _, want := range []string{"runtimeConfig.mac", "03:00:00:00:00:01", "multicast"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("message does not name %q: %v", want, err)

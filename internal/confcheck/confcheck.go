@@ -7,13 +7,20 @@ package confcheck
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"math"
-	"net"
 	"strings"
 
 	"github.com/patchbay-cni/patchbay/spec"
 )
+
+// Absent reports whether a key kept raw for checking (so that a bad value
+// is refused by name) was left out or set to null: both mean unset.
+func Absent(raw json.RawMessage) bool {
+	s := bytes.TrimSpace(raw)
+	return len(s) == 0 || bytes.Equal(s, []byte("null"))
+}
 
 // Kernel field widths, for Int's bounds.
 const (
@@ -38,26 +45,6 @@ func Int(key string, v, lo, hi int64) error {
 		return spec.Errorf(CodeFor(key), "%s %d is out of range: must be %d-%d", key, v, lo, hi)
 	}
 	return nil
-}
-
-// MAC parses an interface address: six bytes, unicast, not all zero (the
-// kernel refuses the others with EADDRNOTAVAIL). source names the key.
-func MAC(source, value string) (net.HardwareAddr, error) {
-	bad := func(why string) (net.HardwareAddr, error) {
-		return nil, spec.Errorf(CodeFor(source), "%s %q is invalid: %s", source, value, why)
-	}
-	mac, err := net.ParseMAC(value)
-	switch {
-	case err != nil || len(mac) != 6:
-		return bad("not an Ethernet MAC address (e.g. c2:11:22:33:44:55)")
-	case bytes.Equal(mac, net.HardwareAddr{0, 0, 0, 0, 0, 0}):
-		return bad("the all-zero address cannot be an interface's address")
-	case bytes.Equal(mac, net.HardwareAddr{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}):
-		return bad("the broadcast address cannot be an interface's address")
-	case mac[0]&1 != 0:
-		return bad("a multicast address (lowest bit of the first byte set) cannot be an interface's address")
-	}
-	return mac, nil
 }
 
 // Text refuses control characters (tab allowed) and bytes outside ASCII in

@@ -190,12 +190,11 @@ func (k *Kind) Add(a *skel.CmdArgs, c Conf) (res *spec.Result, err error) {
 	if err != nil {
 		return nil, err
 	}
-	host, cont, err := link.OpenForAdd(a.Netns, a.IfName)
+	host, cont, done, err := link.OpenForAdd(a.Netns, a.IfName)
 	if err != nil {
 		return nil, err
 	}
-	defer host.Close()
-	defer cont.Close()
+	defer done()
 	mns, master, err := k.master(a, c, host, cont)
 	if err != nil {
 		return nil, err
@@ -233,45 +232,26 @@ func (k *Kind) Add(a *skel.CmdArgs, c Conf) (res *spec.Result, err error) {
 
 	switch {
 	case c.IPAM != "":
-		ipam, err := skel.DelegateAdd(a, c.IPAM)
-		if err != nil {
+		if err := IPAMAdd(a, c.IPAM, res, 0, &undo); err != nil {
 			return nil, err
 		}
-		undo.Push("release the IPAM allocation", func() error { return skel.DelegateVerb(a, spec.CmdDel, c.IPAM) })
-		if len(ipam.IPs) == 0 {
-			return nil, spec.Errorf(spec.ErrInternal, "%s: IPAM plugin %s returned no IP configuration", k.Type, c.IPAM)
-		}
-		res.IPs, res.Routes, res.DNS = ipam.IPs, ipam.Routes, ipam.DNS
 	case prevIPs:
 		p := a.Conf.PrevResult
 		res.IPs, res.Routes, res.DNS = p.IPs, p.Routes, p.DNS
+		for _, ipc := range res.IPs {
+			ipc.Interface = spec.IntPtr(0)
+		}
 	default:
 		// Layer 2 only: the interface, up, and no addresses.
 		if err := cont.H.LinkSetUp(l); err != nil {
 			return nil, fmt.Errorf("%s: set %q up: %w", k.Type, a.IfName, err)
 		}
-		return finish(c, res), nil
-	}
-	for _, ipc := range res.IPs {
-		ipc.Interface = spec.IntPtr(0)
+		return WithDNS(res, c.DNS), nil
 	}
 	if err := cont.ConfigureIface(l, res, 0, link.IfaceOpts{ARPNotify: k.Notify, NDiscNotify: k.Notify}); err != nil {
 		return nil, fmt.Errorf("%s: %w", k.Type, err)
 	}
-	return finish(c, res), nil
-}
-
-// finish applies the configuration's "dns", which replaces IPAM's when set.
-func finish(c Conf, res *spec.Result) *spec.Result {
-	if !c.DNS.IsEmpty() {
-		res.DNS = c.DNS
-	}
-	return res
-}
-
-// checkErr is a failed CHECK: what differs from what ADD made.
-func (k *Kind) checkErr(format string, a ...any) error {
-	return spec.Errorf(spec.ErrInternal, k.Type+" CHECK: "+format, a...)
+	return WithDNS(res, c.DNS), nil
 }
 
 // Check verifies what ADD made against prevResult and the configuration:
@@ -283,32 +263,18 @@ func (k *Kind) Check(a *skel.CmdArgs, c Conf) error {
 	if err := k.Validate(c); err != nil {
 		return err
 	}
-	if c.IPAM != "" {
-		if err := skel.DelegateVerb(a, spec.CmdCheck, c.IPAM); err != nil {
-			return err
-		}
-	}
-	prev := a.Conf.PrevResult
-	if prev == nil {
-		return Invalid("%s: CHECK requires \"prevResult\"", k.Type)
-	}
-	idx := link.FindIface(prev, a.IfName, a.Netns)
-	if idx < 0 {
-		return k.checkErr("prevResult has no interface %q in sandbox %q", a.IfName, a.Netns)
-	}
-	host, err := link.Current()
+	prev, idx, err := CheckStart(a, c.IPAM)
 	if err != nil {
 		return err
 	}
-	defer host.Close()
-	cont, err := link.OpenContainer(a.Netns)
+	host, cont, done, err := link.OpenPair(a.Netns)
 	if err != nil {
 		return err
 	}
-	defer cont.Close()
+	defer done()
 	l, err := cont.CheckLink(a.IfName, link.LinkWant{Type: k.Type, MAC: prev.Interfaces[idx].Mac, MTU: c.MTU, Up: true})
 	if err != nil {
-		return k.checkErr("%v", err)
+		return skel.CheckErr("%v", err)
 	}
 	if k.Master != NoMaster {
 		if err := k.checkMaster(a, c, host, cont, l); err != nil {
@@ -317,11 +283,11 @@ func (k *Kind) Check(a *skel.CmdArgs, c Conf) error {
 	}
 	if k.Verify != nil {
 		if err := k.Verify(l); err != nil {
-			return k.checkErr("interface %q: %v", a.IfName, err)
+			return skel.CheckErr("interface %q: %v", a.IfName, err)
 		}
 	}
 	if err := cont.CheckResult(l, prev, idx); err != nil {
-		return k.checkErr("%v", err)
+		return skel.CheckErr("%v", err)
 	}
 	return nil
 }
@@ -338,13 +304,13 @@ func (k *Kind) checkMaster(a *skel.CmdArgs, c Conf, host, cont *link.NS, l netli
 	}
 	parent, err := cont.Parent(l, mns)
 	if err != nil {
-		return k.checkErr("%v", err)
+		return skel.CheckErr("%v", err)
 	}
 	if c.Master != "" && parent.Attrs().Name != c.Master {
-		return k.checkErr("interface %q sits on %q, not on master %q", a.IfName, parent.Attrs().Name, c.Master)
+		return skel.CheckErr("interface %q sits on %q, not on master %q", a.IfName, parent.Attrs().Name, c.Master)
 	}
 	if c.MTU == 0 && l.Attrs().MTU > parent.Attrs().MTU {
-		return k.checkErr("interface %q MTU %d is larger than its master %q's %d", a.IfName, l.Attrs().MTU, parent.Attrs().Name, parent.Attrs().MTU)
+		return skel.CheckErr("interface %q MTU %d is larger than its master %q's %d", a.IfName, l.Attrs().MTU, parent.Attrs().Name, parent.Attrs().MTU)
 	}
 	return nil
 }
@@ -355,10 +321,8 @@ func (k *Kind) checkMaster(a *skel.CmdArgs, c Conf, host, cont *link.NS, l netli
 // namespace or interface that is gone is nothing to do. An interface of
 // another type under CNI_IFNAME is not ours and stays.
 func (k *Kind) Del(a *skel.CmdArgs) error {
-	if t := a.Conf.IPAM.Type; t != "" {
-		if err := skel.DelegateVerb(a, spec.CmdDel, t); err != nil {
-			return err
-		}
+	if err := skel.DelegateIPAM(a, spec.CmdDel, a.Conf.IPAM.Type); err != nil {
+		return err
 	}
 	cont, err := link.OpenIfExists(a.Netns)
 	if cont == nil {
@@ -392,10 +356,8 @@ func (k *Kind) Status(a *skel.CmdArgs, c Conf) error {
 	if err := k.Validate(c); err != nil {
 		return err
 	}
-	if c.IPAM != "" {
-		if err := skel.DelegateVerb(a, spec.CmdStatus, c.IPAM); err != nil {
-			return err
-		}
+	if err := skel.DelegateIPAM(a, spec.CmdStatus, c.IPAM); err != nil {
+		return err
 	}
 	// A chained ipvlan's master comes from prevResult, and a master in the
 	// container namespace is not known before ADD.
@@ -420,10 +382,7 @@ func (k *Kind) Status(a *skel.CmdArgs, c Conf) error {
 // GC passes the list of valid attachments on to IPAM, which holds the
 // only state these plugins have.
 func GC(a *skel.CmdArgs) error {
-	if t := a.Conf.IPAM.Type; t != "" {
-		return skel.DelegateVerb(a, spec.CmdGC, t)
-	}
-	return nil
+	return skel.DelegateIPAM(a, spec.CmdGC, a.Conf.IPAM.Type)
 }
 
 // Def defines a plugin on this core: its configuration type C, how it is

@@ -5,8 +5,9 @@
 // A namespace is an NS: one route-netlink handle, opened once per
 // invocation (Current for the plugin's own, "host" namespace; OpenContainer
 // for CNI_NETNS on ADD and CHECK, where a vanished namespace is code 3;
-// OpenForAdd for both at once on ADD; OpenIfExists on DEL, where an empty
-// or vanished one is nothing to do).
+// OpenIfExists on DEL, where an empty or vanished one is nothing to do).
+// OpenPair, OpenPairIfExists and OpenForAdd (which also refuses a taken
+// CNI_IFNAME) open both at once and return one function closing both.
 // Its lookups retry dumps the kernel interrupted (EINTR, NLM_F_DUMP_INTR);
 // NS.Do runs code on a thread inside it, for /proc/sys.
 //
@@ -15,10 +16,9 @@
 // when the ADD fails. A macvlan-like plugin:
 //
 //	func add(a *skel.CmdArgs) (res *spec.Result, err error) {
-//		host, cont, err := link.OpenForAdd(a.Netns, a.IfName) // refuses a taken name
+//		host, cont, done, err := link.OpenForAdd(a.Netns, a.IfName) // refuses a taken name
 //		...
-//		defer host.Close()
-//		defer cont.Close()
+//		defer done()
 //		var undo link.Undo
 //		defer undo.Unwind(&err)
 //		master, err := host.DefaultRouteLink() // no "master" key

@@ -14,12 +14,11 @@ import (
 // package doc describes.)
 func Example() {
 	add := func(a *skel.CmdArgs, ipamType string, mtu int) (res *spec.Result, err error) {
-		host, cont, err := link.OpenForAdd(a.Netns, a.IfName)
+		host, cont, done, err := link.OpenForAdd(a.Netns, a.IfName)
 		if err != nil {
 			return nil, err
 		}
-		defer host.Close()
-		defer cont.Close()
+		defer done()
 		var undo link.Undo
 		defer undo.Unwind(&err)
 

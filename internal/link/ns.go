@@ -65,22 +65,42 @@ func OpenContainer(path string) (*NS, error) {
 	return n, err
 }
 
-// OpenForAdd opens the two namespaces of an interface plugin's ADD: its
-// own (host) and the container's at contPath (code 3 when gone), and
-// refuses an ifName the container already has, before the plugin changes
-// anything (the spec requires an error for a taken name).
-func OpenForAdd(contPath, ifName string) (host, cont *NS, err error) {
+// OpenPair opens the two namespaces of a CHECK or of a chained plugin's
+// ADD: the plugin's own (host) and the container's at contPath (code 3
+// when gone). done closes both.
+func OpenPair(contPath string) (host, cont *NS, done func(), err error) {
+	return openPair(contPath, OpenContainer)
+}
+
+// OpenPairIfExists is OpenPair for a DEL, which needs no container
+// namespace: cont is nil when contPath is empty or gone (as OpenIfExists).
+func OpenPairIfExists(contPath string) (host, cont *NS, done func(), err error) {
+	return openPair(contPath, OpenIfExists)
+}
+
+// OpenForAdd is OpenPair for an interface plugin's ADD: it also refuses an
+// ifName the container already has, before the plugin changes anything
+// (the spec requires an error for a taken name).
+func OpenForAdd(contPath, ifName string) (host, cont *NS, done func(), err error) {
+	if host, cont, done, err = OpenPair(contPath); err != nil {
+		return nil, nil, nil, err
+	}
+	if err = cont.CheckNameFree(ifName); err != nil {
+		done()
+		return nil, nil, nil, err
+	}
+	return host, cont, done, nil
+}
+
+func openPair(contPath string, openCont func(string) (*NS, error)) (host, cont *NS, done func(), err error) {
 	if host, err = Current(); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	if cont, err = OpenContainer(contPath); err == nil {
-		if err = cont.CheckNameFree(ifName); err == nil {
-			return host, cont, nil
-		}
-		cont.Close()
+	if cont, err = openCont(contPath); err != nil {
+		host.Close()
+		return nil, nil, nil, err
 	}
-	host.Close()
-	return nil, nil, err
+	return host, cont, func() { cont.Close(); host.Close() }, nil
 }
 
 // OpenIfExists opens the container namespace of a DEL, which needs none:

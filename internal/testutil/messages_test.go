@@ -18,7 +18,7 @@ func TestMessagesDoNotNameTheirPlugin(t *testing.T) {
 	if err != nil || len(dirs) == 0 {
 		t.Fatalf("no plugin directories: %v", err)
 	}
-	maker := regexp.MustCompile(`(Errorf|NewError|errors\.New|[Ii]nvalid|checkErr)\(`)
+	maker := regexp.MustCompile(`(Errorf|NewError|errors\.New|[Ii]nvalid|checkErr|CheckErr)\(`)
 	for _, dir := range dirs {
 		typ := filepath.Base(dir)
 		// Directories drop the type's hyphen.

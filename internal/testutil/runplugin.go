@@ -3,22 +3,25 @@ package testutil
 import (
 	"bytes"
 	"context"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/patchbay-cni/patchbay/internal/netns"
+	"github.com/patchbay-cni/patchbay/internal/rundir"
 	"github.com/patchbay-cni/patchbay/skel"
 )
 
 // RunPlugin runs one invocation of plugin p in-process, inside the network
 // namespace at nsPath ("" for the caller's), with env holding the CNI_*
 // variables (CNI_PATH defaults to a directory that does not exist), and
-// returns its stdout and exit code; its stderr goes to the test log.
+// returns its stdout and exit code; its stderr goes to the test log. The
+// plugin, and the delegates it execs, also get Isolate's settings.
 func RunPlugin(t testing.TB, p skel.Plugin, nsPath string, env map[string]string, config string) (string, int) {
 	t.Helper()
-	e := skel.Env{"CNI_PATH": "/nonexistent"}
+	e := skel.Env(isolated(map[string]string{"CNI_PATH": "/nonexistent"}))
 	for k, v := range env {
 		e[k] = v
 	}
@@ -58,8 +61,11 @@ func RunBinary(t testing.TB, bin, nsName string, env map[string]string, config s
 	if nsName != "" {
 		c = exec.Command("ip", "netns", "exec", nsName, bin)
 	}
-	c.Env = []string{"CNI_PATH=/nonexistent"}
+	e := isolated(map[string]string{"CNI_PATH": "/nonexistent"})
 	for k, v := range env {
+		e[k] = v
+	}
+	for k, v := range e {
 		c.Env = append(c.Env, k+"="+v)
 	}
 	c.Stdin = strings.NewReader(config)
@@ -74,4 +80,15 @@ func RunBinary(t testing.TB, bin, nsName string, env map[string]string, config s
 		return out.String(), -1
 	}
 	return out.String(), c.ProcessState.ExitCode()
+}
+
+// isolated adds this process's run directory (Isolate's PATCHBAY_RUN_DIR)
+// to env: skel hands the delegates a plugin execs only the environment
+// the plugin was given, and a delegate of ours without it would take its
+// locks in the machine's /run/cni/patchbay.
+func isolated(env map[string]string) map[string]string {
+	if v, ok := os.LookupEnv(rundir.Env); ok {
+		env[rundir.Env] = v
+	}
+	return env
 }

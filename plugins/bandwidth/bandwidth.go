@@ -53,16 +53,11 @@ func add(a *skel.CmdArgs) (res *spec.Result, err error) {
 	if prev == nil {
 		return nil, invalid("\"prevResult\" is required: bandwidth is a chained plugin and must follow a plugin that makes a veth pair (bridge, ptp)")
 	}
-	host, err := link.Current()
+	host, cont, done, err := link.OpenPair(a.Netns)
 	if err != nil {
 		return nil, err
 	}
-	defer host.Close()
-	cont, err := link.OpenContainer(a.Netns)
-	if err != nil {
-		return nil, err
-	}
-	defer cont.Close()
+	defer done()
 	hostIf, err := hostPeer(host, cont, a.IfName, prev)
 	if err != nil {
 		return nil, err

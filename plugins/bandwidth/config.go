@@ -9,6 +9,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 
+	"github.com/patchbay-cni/patchbay/internal/confcheck"
 	"github.com/patchbay-cni/patchbay/internal/link"
 	"github.com/patchbay-cni/patchbay/skel"
 	"github.com/patchbay-cni/patchbay/spec"
@@ -91,7 +92,7 @@ func load(a *skel.CmdArgs) (*config, error) {
 
 func parse(name string, n *netConf) (*config, error) {
 	e, prefix := &n.entry, ""
-	if rc := bytes.TrimSpace(n.RuntimeConfig.Bandwidth); len(rc) > 0 && !bytes.Equal(rc, []byte("null")) {
+	if rc := n.RuntimeConfig.Bandwidth; !confcheck.Absent(rc) {
 		var r entry
 		if err := json.Unmarshal(rc, &r); err != nil {
 			return nil, invalid("runtimeConfig.bandwidth must be an object with ingressRate, ingressBurst, egressRate, egressBurst (numbers): %v", err)
@@ -112,10 +113,10 @@ func parse(name string, n *netConf) (*config, error) {
 // bitsValue parses a rate or burst: a JSON whole number from 0 to 2^64-1
 // (absent and null are 0), as the reference's uint64 fields take them.
 func bitsValue(key string, raw json.RawMessage) (uint64, error) {
-	s := string(bytes.TrimSpace(raw))
-	if s == "" || s == "null" {
+	if confcheck.Absent(raw) {
 		return 0, nil
 	}
+	s := string(bytes.TrimSpace(raw))
 	v, err := strconv.ParseUint(s, 10, 64)
 	if err != nil {
 		return 0, invalid("%s %s is not a whole number from 0 to %d", key, s, uint64(math.MaxUint64))

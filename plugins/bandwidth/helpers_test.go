@@ -139,25 +139,13 @@ func (f *fixture) prevResult(version string) string {
 // conf builds a bandwidth config with plugin keys (JSON body without
 // braces) and, when prev is not empty, a prevResult.
 func conf(version, keys, prev string) string {
-	s := `{"cniVersion":"` + version + `","name":"` + netName + `","type":"bandwidth"`
-	if keys != "" {
-		s += "," + keys
-	}
-	if prev != "" {
-		s += `,"prevResult":` + prev
-	}
-	return s + "}"
+	return testutil.ChainedConf(testutil.Head(version, netName, "bandwidth"), keys, prev)
 }
 
 // env is the CNI_* environment of the fixture's attachment, with extra
 // KEY=VALUE entries on top.
 func (f *fixture) env(cmd string, extra ...string) map[string]string {
-	e := map[string]string{"CNI_COMMAND": cmd, "CNI_CONTAINERID": f.id, "CNI_NETNS": f.contPath, "CNI_IFNAME": f.contIfName}
-	for _, kv := range extra {
-		k, v, _ := strings.Cut(kv, "=")
-		e[k] = v
-	}
-	return e
+	return testutil.EnvWith(map[string]string{"CNI_COMMAND": cmd, "CNI_CONTAINERID": f.id, "CNI_NETNS": f.contPath, "CNI_IFNAME": f.contIfName}, extra...)
 }
 
 // run invokes our plugin in-process inside the host namespace.

@@ -102,10 +102,6 @@ func unshapeHostEnd(a *skel.CmdArgs, host *link.NS, ifb netlink.Link) error {
 	return nil
 }
 
-func checkErr(format string, a ...any) error {
-	return spec.Errorf(spec.ErrInternal, format, a...)
-}
-
 // check verifies that the kernel holds exactly the configured shaping:
 // the host veth's root tbf (ingress), the ifb device with its tbf and the
 // redirect to it (egress), and nothing of it for an unshaped direction.
@@ -114,20 +110,15 @@ func check(a *skel.CmdArgs) error {
 	if err != nil {
 		return err
 	}
-	prev := a.Conf.PrevResult
-	if prev == nil {
-		return invalid("CHECK requires \"prevResult\"")
-	}
-	host, err := link.Current()
+	prev, err := a.CheckPrev("")
 	if err != nil {
 		return err
 	}
-	defer host.Close()
-	cont, err := link.OpenContainer(a.Netns)
+	host, cont, done, err := link.OpenPair(a.Netns)
 	if err != nil {
 		return err
 	}
-	defer cont.Close()
+	defer done()
 	hostIf, err := hostPeer(host, cont, a.IfName, prev)
 	if err != nil {
 		return err
@@ -154,23 +145,23 @@ func check(a *skel.CmdArgs) error {
 	}
 	if c.egress == nil {
 		if ifb != nil {
-			return checkErr("ifb device %q exists, but no egress shaping is configured", name)
+			return skel.CheckErr("ifb device %q exists, but no egress shaping is configured", name)
 		}
 		if len(rs) > 0 {
-			return checkErr("%q redirects its ingress to device %d, but no egress shaping is configured", hostIf.Attrs().Name, rs[0].to)
+			return skel.CheckErr("%q redirects its ingress to device %d, but no egress shaping is configured", hostIf.Attrs().Name, rs[0].to)
 		}
 		return nil
 	}
 	if ifb == nil {
-		return checkErr("ifb device %q for egress shaping not found", name)
+		return skel.CheckErr("ifb device %q for egress shaping not found", name)
 	}
 	if ifb.Attrs().Flags&net.FlagUp == 0 {
-		return checkErr("ifb device %q is down", name)
+		return skel.CheckErr("ifb device %q is down", name)
 	}
 	if i := link.FindIface(prev, name, ""); len(prev.Interfaces) > 0 && i < 0 {
-		return checkErr("prevResult does not list ifb device %q", name)
+		return skel.CheckErr("prevResult does not list ifb device %q", name)
 	} else if i >= 0 && prev.Interfaces[i].Mac != "" && prev.Interfaces[i].Mac != ifb.Attrs().HardwareAddr.String() {
-		return checkErr("ifb device %q MAC is %s, prevResult says %s", name, ifb.Attrs().HardwareAddr, prev.Interfaces[i].Mac)
+		return skel.CheckErr("ifb device %q MAC is %s, prevResult says %s", name, ifb.Attrs().HardwareAddr, prev.Interfaces[i].Mac)
 	}
 	iroot, err := rootQdisc(host, ifb)
 	if err != nil {
@@ -181,14 +172,14 @@ func check(a *skel.CmdArgs) error {
 	}
 	switch {
 	case len(rs) == 0:
-		return checkErr("%q does not redirect its ingress to %q", hostIf.Attrs().Name, name)
+		return skel.CheckErr("%q does not redirect its ingress to %q", hostIf.Attrs().Name, name)
 	case len(rs) > 1:
-		return checkErr("%q has %d ingress redirect filters, expected one (to %q)", hostIf.Attrs().Name, len(rs), name)
+		return skel.CheckErr("%q has %d ingress redirect filters, expected one (to %q)", hostIf.Attrs().Name, len(rs), name)
 	case rs[0].to != ifb.Attrs().Index:
-		return checkErr("%q redirects its ingress to device %d, not to %q (%d)", hostIf.Attrs().Name, rs[0].to, name, ifb.Attrs().Index)
+		return skel.CheckErr("%q redirects its ingress to device %d, not to %q (%d)", hostIf.Attrs().Name, rs[0].to, name, ifb.Attrs().Index)
 	}
 	if f := rs[0].filter; f.Priority != 1 || f.Protocol != unix.ETH_P_ALL || f.Sel == nil || !matchesAll(f.Sel) {
-		return checkErr("the filter redirecting %q to %q does not match every packet", hostIf.Attrs().Name, name)
+		return skel.CheckErr("the filter redirecting %q to %q does not match every packet", hostIf.Attrs().Name, name)
 	}
 	return nil
 }
@@ -210,7 +201,7 @@ func matchTbf(name string, root netlink.Qdisc, s *shape) error {
 	ours = ours && t.Handle == rootHandle
 	if s == nil {
 		if ours {
-			return checkErr("%q has a tbf (rate %d bytes/s), but no shaping is configured for it", name, t.Rate)
+			return skel.CheckErr("%q has a tbf (rate %d bytes/s), but no shaping is configured for it", name, t.Rate)
 		}
 		return nil
 	}
@@ -219,10 +210,10 @@ func matchTbf(name string, root netlink.Qdisc, s *shape) error {
 		if root != nil {
 			what = root.Type() + " " + netlink.HandleStr(root.Attrs().Handle)
 		}
-		return checkErr("%q has no tbf 1: as its root qdisc (%s), expected %s %d", name, what, s.rateKey, s.rateBits)
+		return skel.CheckErr("%q has no tbf 1: as its root qdisc (%s), expected %s %d", name, what, s.rateKey, s.rateBits)
 	}
 	mismatch := func(what string, got, want uint64) error {
-		return checkErr("%q tbf %s is %d, expected %d (from %s %d, %s %d)", name, what, got, want, s.rateKey, s.rateBits, s.burstKey, s.burstBits)
+		return skel.CheckErr("%q tbf %s is %d, expected %d (from %s %d, %s %d)", name, what, got, want, s.rateKey, s.rateBits, s.burstKey, s.burstBits)
 	}
 	switch {
 	case t.Rate != s.rate:
@@ -232,7 +223,7 @@ func matchTbf(name string, root netlink.Qdisc, s *shape) error {
 	case t.Limit != s.limit:
 		return mismatch("limit (bytes)", uint64(t.Limit), uint64(s.limit))
 	case t.Peakrate != 0:
-		return checkErr("%q tbf has a peak rate (%d bytes/s), none is configured", name, t.Peakrate)
+		return skel.CheckErr("%q tbf has a peak rate (%d bytes/s), none is configured", name, t.Peakrate)
 	}
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/patchbay-cni/patchbay/internal/firewall"
+	"github.com/patchbay-cni/patchbay/internal/ifplugin"
 	"github.com/patchbay-cni/patchbay/internal/link"
 	"github.com/patchbay-cni/patchbay/skel"
 	"github.com/patchbay-cni/patchbay/spec"
@@ -42,12 +43,11 @@ func add(a *skel.CmdArgs) (res *spec.Result, err error) {
 	if err != nil {
 		return nil, err
 	}
-	host, cont, err := link.OpenForAdd(a.Netns, a.IfName)
+	host, cont, done, err := link.OpenForAdd(a.Netns, a.IfName)
 	if err != nil {
 		return nil, err
 	}
-	defer host.Close()
-	defer cont.Close()
+	defer done()
 	fw := firewall.NewSession() // one nftables connection for the whole ADD, opened on first use
 	defer fw.Close()
 
@@ -99,18 +99,12 @@ func add(a *skel.CmdArgs) (res *spec.Result, err error) {
 			}
 		}
 		refreshMACs(host, res)
-		return finish(c, res), nil
+		return ifplugin.WithDNS(res, c.DNS), nil
 	}
 
-	ipam, err := skel.DelegateAdd(a, c.IPAM.Type)
-	if err != nil {
+	if err = ifplugin.IPAMAdd(a, c.IPAM.Type, res, idxCont, &undo); err != nil {
 		return nil, err
 	}
-	undo.Push("release the IPAM allocation", func() error { return skel.DelegateVerb(a, spec.CmdDel, c.IPAM.Type) })
-	if len(ipam.IPs) == 0 {
-		return nil, spec.Errorf(spec.ErrInternal, "IPAM plugin %s returned no IP configuration", c.IPAM.Type)
-	}
-	res.IPs, res.Routes, res.DNS = ipam.IPs, ipam.Routes, ipam.DNS
 	gws := gateways(c, res)
 
 	if err = cont.ConfigureIface(contV, res, idxCont, link.IfaceOpts{DAD: c.EnableDad, DADSysctls: true, ARPNotify: true}); err != nil {
@@ -128,7 +122,7 @@ func add(a *skel.CmdArgs) (res *spec.Result, err error) {
 		}
 	}
 	refreshMACs(host, res)
-	return finish(c, res), nil
+	return ifplugin.WithDNS(res, c.DNS), nil
 }
 
 // refreshMACs re-reads the bridge's and host veth's MACs at the end of ADD:
@@ -143,16 +137,7 @@ func refreshMACs(host *link.NS, res *spec.Result) {
 	}
 }
 
-// finish applies the config's dns, which overrides IPAM's when set.
-func finish(c *Config, res *spec.Result) *spec.Result {
-	if !c.DNS.IsEmpty() {
-		res.DNS = c.DNS
-	}
-	return res
-}
-
-// gateways points every IP at the container interface, fills in missing
-// gateways when the bridge is the gateway, adds default routes for
+// gateways fills in missing gateways when the bridge is the gateway, adds default routes for
 // isDefaultGateway, and returns the bridge addresses to configure.
 func gateways(c *Config, res *spec.Result) []netip.Prefix {
 	var gws []netip.Prefix
@@ -163,7 +148,6 @@ func gateways(c *Config, res *spec.Result) []netip.Prefix {
 		}
 	}
 	for _, ipc := range res.IPs {
-		ipc.Interface = spec.IntPtr(idxCont)
 		v4 := ipc.Address.Addr().Is4()
 		if !ipc.Gateway.IsValid() && c.IsGateway {
 			ipc.Gateway = link.GatewayFor(ipc.Address)
@@ -242,10 +226,8 @@ func del(a *skel.CmdArgs) error {
 	}
 	// IPAM first, while the interface exists: a DHCP lease is released
 	// over it (dhcp sends DHCPRELEASE on the container's interface).
-	if c.IPAM.Type != "" {
-		if err := skel.DelegateVerb(a, spec.CmdDel, c.IPAM.Type); err != nil {
-			return err
-		}
+	if err := skel.DelegateIPAM(a, spec.CmdDel, c.IPAM.Type); err != nil {
+		return err
 	}
 	removed, err := link.DelContainerLink(a.Netns, a.IfName)
 	if err != nil {
@@ -276,10 +258,7 @@ func status(a *skel.CmdArgs) error {
 	if err != nil {
 		return err
 	}
-	if c.IPAM.Type == "" {
-		return nil
-	}
-	return skel.DelegateVerb(a, spec.CmdStatus, c.IPAM.Type)
+	return skel.DelegateIPAM(a, spec.CmdStatus, c.IPAM.Type)
 }
 
 func gc(a *skel.CmdArgs) error {

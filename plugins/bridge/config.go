@@ -3,7 +3,6 @@ package bridge
 import (
 	"sort"
 
-	"github.com/patchbay-cni/patchbay/internal/confcheck"
 	"github.com/patchbay-cni/patchbay/internal/firewall"
 	"github.com/patchbay-cni/patchbay/internal/link"
 	"github.com/patchbay-cni/patchbay/skel"
@@ -33,16 +32,7 @@ type Config struct {
 	DisableContainerInterface bool         `json:"disableContainerInterface,omitempty"`
 	PortIsolation             bool         `json:"portIsolation,omitempty"`
 
-	Args struct {
-		CNI struct {
-			Mac string `json:"mac,omitempty"`
-		} `json:"cni"`
-	} `json:"args"`
-	RuntimeConfig struct {
-		Mac string `json:"mac,omitempty"`
-	} `json:"runtimeConfig"`
-
-	mac   string // from CNI_ARGS, args or runtimeConfig (last wins)
+	mac   string // from CNI_ARGS MAC, args.cni.mac or runtimeConfig.mac (last wins)
 	vlans []int  // vlanTrunk expanded and sorted
 }
 
@@ -111,26 +101,13 @@ func load(a *skel.CmdArgs) (*Config, error) {
 	if c.IsDefaultGateway {
 		c.IsGateway = true
 	}
-	// CNI_ARGS MAC=...; other keys belong to other plugins.
-	macFrom := ""
-	if pairs, err := spec.ParseCNIArgs(a.Args); err == nil {
-		for _, p := range pairs {
-			if p[0] == "MAC" {
-				c.mac, macFrom = p[1], "CNI_ARGS MAC"
-			}
-		}
+	// The reference's order, lowest precedence first. Other CNI_ARGS keys
+	// belong to other plugins.
+	mac, _, err := a.RequestedMAC(skel.MACCNIArgs, skel.MACArgs, skel.MACRuntimeConfig)
+	if err != nil {
+		return nil, err
 	}
-	if c.Args.CNI.Mac != "" {
-		c.mac, macFrom = c.Args.CNI.Mac, "args.cni.mac"
-	}
-	if c.RuntimeConfig.Mac != "" {
-		c.mac, macFrom = c.RuntimeConfig.Mac, "runtimeConfig.mac"
-	}
-	if c.mac != "" {
-		mac, err := confcheck.MAC(macFrom, c.mac)
-		if err != nil {
-			return nil, err
-		}
+	if mac != nil {
 		c.mac = mac.String()
 	}
 	return c, nil

@@ -3,8 +3,8 @@ package bridge
 import (
 	"testing"
 
-	"github.com/patchbay-cni/patchbay/internal/confcheck"
 	"github.com/patchbay-cni/patchbay/internal/testutil"
+	"github.com/patchbay-cni/patchbay/skel"
 	"github.com/patchbay-cni/patchbay/spec"
 )
 
@@ -34,7 +34,7 @@ func FuzzConfig(f *testing.F) {
 			t.Fatalf("accepted bridge %q: %v", c.Bridge, err)
 		}
 		if c.mac != "" {
-			if _, err := confcheck.MAC("mac", c.mac); err != nil {
+			if _, err := skel.ParseUnicastMAC(c.mac); err != nil {
 				t.Fatalf("accepted mac %q: %v", c.mac, err)
 			}
 		}

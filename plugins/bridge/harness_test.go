@@ -1,8 +1,6 @@
 package bridge
 
 import (
-	"bytes"
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -11,7 +9,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/patchbay-cni/patchbay/internal/netns"
 	"github.com/patchbay-cni/patchbay/internal/testutil"
 	"github.com/patchbay-cni/patchbay/skel"
 	"github.com/patchbay-cni/patchbay/spec"
@@ -59,21 +56,10 @@ func looseNS(t *testing.T) (string, string) {
 func (h *harness) conf(version string, extra map[string]any, subnets ...string) string {
 	h.t.Helper()
 	c := map[string]any{"cniVersion": version, "name": "testnet", "type": "bridge", "bridge": "pbbr0"}
-	for k, v := range extra {
-		c[k] = v
-	}
 	if len(subnets) > 0 {
-		var ranges [][]map[string]string
-		for _, s := range subnets {
-			ranges = append(ranges, []map[string]string{{"subnet": s}})
-		}
-		c["ipam"] = map[string]any{"type": "host-local", "dataDir": h.dataDir, "ranges": ranges}
+		c["ipam"] = testutil.HostLocal(h.dataDir, subnets)
 	}
-	b, err := json.Marshal(c)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	return string(b)
+	return testutil.Conf(h.t, c, extra)
 }
 
 // withPrev adds prevResult to a config.
@@ -92,20 +78,8 @@ func withPrev(t *testing.T, conf, prev string) string {
 // stdout and the exit code.
 func (h *harness) runPlugin(p skel.Plugin, cmd, conf, id, nsPath, ifname string) (string, int) {
 	h.t.Helper()
-	env := skel.Env{"CNI_COMMAND": cmd, "CNI_CONTAINERID": id, "CNI_NETNS": nsPath, "CNI_IFNAME": ifname, "CNI_PATH": h.cniPath}
-	var out, errb bytes.Buffer
-	code := -1
-	err := netns.Do(h.hostPath, func() error {
-		code = skel.Run(context.Background(), p, env, strings.NewReader(conf), &out, &errb)
-		return nil
-	})
-	if err != nil {
-		h.t.Fatalf("enter host netns: %v", err)
-	}
-	if errb.Len() > 0 {
-		h.t.Logf("%s stderr: %s", cmd, errb.String())
-	}
-	return out.String(), code
+	env := map[string]string{"CNI_COMMAND": cmd, "CNI_CONTAINERID": id, "CNI_NETNS": nsPath, "CNI_IFNAME": ifname, "CNI_PATH": h.cniPath}
+	return testutil.RunPlugin(h.t, p, h.hostPath, env, conf)
 }
 
 func (h *harness) run(cmd, conf, id, nsPath, ifname string) (string, int) {

@@ -15,6 +15,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/patchbay-cni/patchbay/internal/atomicfile"
+	"github.com/patchbay-cni/patchbay/internal/ifplugin"
 	"github.com/patchbay-cni/patchbay/internal/link"
 	"github.com/patchbay-cni/patchbay/skel"
 	"github.com/patchbay-cni/patchbay/spec"
@@ -41,12 +42,11 @@ func add(a *skel.CmdArgs) (res *spec.Result, err error) {
 	if err := c.resolveDeviceID(); err != nil {
 		return nil, err
 	}
-	host, cont, err := link.OpenForAdd(a.Netns, a.IfName)
+	host, cont, done, err := link.OpenForAdd(a.Netns, a.IfName)
 	if err != nil {
 		return nil, err
 	}
-	defer host.Close()
-	defer cont.Close()
+	defer done()
 
 	// From here on a failure puts back what this ADD changed.
 	var undo link.Undo
@@ -71,34 +71,17 @@ func add(a *skel.CmdArgs) (res *spec.Result, err error) {
 				return nil, fmt.Errorf("set %q up: %w", a.IfName, err)
 			}
 		}
-		return finish(c, res), nil
+		return ifplugin.WithDNS(res, c.DNS), nil
 	}
-	ipam, err := skel.DelegateAdd(a, c.IPAM.Type)
-	if err != nil {
+	if err = ifplugin.IPAMAdd(a, c.IPAM.Type, res, 0, &undo); err != nil {
 		return nil, err
-	}
-	undo.Push("release the IPAM allocation", func() error { return skel.DelegateVerb(a, spec.CmdDel, c.IPAM.Type) })
-	if len(ipam.IPs) == 0 {
-		return nil, spec.Errorf(spec.ErrInternal, "IPAM plugin %s returned no IP configuration", c.IPAM.Type)
-	}
-	res.IPs, res.Routes, res.DNS = ipam.IPs, ipam.Routes, ipam.DNS
-	for _, ipc := range res.IPs {
-		ipc.Interface = spec.IntPtr(0)
 	}
 	if l != nil {
 		if err = cont.ConfigureIface(l, res, 0, link.IfaceOpts{}); err != nil {
 			return nil, err
 		}
 	}
-	return finish(c, res), nil
-}
-
-// finish applies the config's dns, which overrides IPAM's when set.
-func finish(c *Config, res *spec.Result) *spec.Result {
-	if !c.DNS.IsEmpty() {
-		res.DNS = c.DNS
-	}
-	return res
+	return ifplugin.WithDNS(res, c.DNS), nil
 }
 
 // moveIn records the device's state, marks it with its name in the link
@@ -269,26 +252,19 @@ func del(a *skel.CmdArgs) error {
 	if err != nil {
 		return err
 	}
-	if c.IPAM.Type != "" {
-		if err := skel.DelegateVerb(a, spec.CmdDel, c.IPAM.Type); err != nil {
-			return err
-		}
+	if err := skel.DelegateIPAM(a, spec.CmdDel, c.IPAM.Type); err != nil {
+		return err
 	}
 	path := statePath(c.DataDir, c.Name, a.ContainerID, a.IfName)
 	st, err := readState(path)
 	if err != nil {
 		return err
 	}
-	host, err := link.Current()
+	host, cont, done, err := link.OpenPairIfExists(a.Netns)
 	if err != nil {
 		return err
 	}
-	defer host.Close()
-	cont, err := link.OpenIfExists(a.Netns)
-	if err != nil {
-		return err
-	}
-	defer cont.Close()
+	defer done()
 	if st == nil {
 		// No record: nothing of ours (but the temporary of a record whose
 		// ADD was killed before the rename, before anything else), or a
@@ -319,18 +295,9 @@ func check(a *skel.CmdArgs) error {
 	if err := c.resolveDeviceID(); err != nil {
 		return err
 	}
-	if c.IPAM.Type != "" {
-		if err := skel.DelegateVerb(a, spec.CmdCheck, c.IPAM.Type); err != nil {
-			return err
-		}
-	}
-	prev := a.Conf.PrevResult
-	if prev == nil {
-		return invalid("CHECK requires \"prevResult\"")
-	}
-	idx := link.FindIface(prev, a.IfName, a.Netns)
-	if idx < 0 {
-		return checkErr("prevResult has no interface %q in sandbox %q", a.IfName, a.Netns)
+	prev, idx, err := ifplugin.CheckStart(a, c.IPAM.Type)
+	if err != nil {
+		return err
 	}
 	if c.dpdk {
 		return nil // no kernel interface to look at; resolveDeviceID saw the userspace driver
@@ -342,11 +309,11 @@ func check(a *skel.CmdArgs) error {
 	defer cont.Close()
 	l, err := cont.CheckLink(a.IfName, link.LinkWant{MAC: prev.Interfaces[idx].Mac, Up: true})
 	if err != nil {
-		return checkErr("%v", err)
+		return skel.CheckErr("%v", err)
 	}
 	orig := l.Attrs().Alias
 	if orig == "" {
-		return checkErr("interface %q carries no original name in its alias: not a device host-device moved", a.IfName)
+		return skel.CheckErr("interface %q carries no original name in its alias: not a device host-device moved", a.IfName)
 	}
 	st, err := readState(statePath(c.DataDir, c.Name, a.ContainerID, a.IfName))
 	if err != nil {
@@ -354,20 +321,16 @@ func check(a *skel.CmdArgs) error {
 	}
 	switch {
 	case st != nil && st.Name != orig:
-		return checkErr("interface %q is host device %q, ADD moved %q", a.IfName, orig, st.Name)
+		return skel.CheckErr("interface %q is host device %q, ADD moved %q", a.IfName, orig, st.Name)
 	case c.Device != "" && orig != c.Device:
-		return checkErr("interface %q is host device %q, config says \"device\" %q", a.IfName, orig, c.Device)
+		return skel.CheckErr("interface %q is host device %q, config says \"device\" %q", a.IfName, orig, c.Device)
 	case c.HWAddr != "" && st != nil && !strings.EqualFold(st.MAC, c.HWAddr) && !strings.EqualFold(st.PermMAC, c.HWAddr):
-		return checkErr("interface %q had MAC %s in the host, config says \"hwaddr\" %s", a.IfName, st.MAC, c.HWAddr)
+		return skel.CheckErr("interface %q had MAC %s in the host, config says \"hwaddr\" %s", a.IfName, st.MAC, c.HWAddr)
 	}
 	if err := cont.CheckResult(l, prev, idx); err != nil {
-		return checkErr("%v", err)
+		return skel.CheckErr("%v", err)
 	}
 	return nil
-}
-
-func checkErr(format string, a ...any) error {
-	return spec.Errorf(spec.ErrInternal, "CHECK: "+format, a...)
 }
 
 func status(a *skel.CmdArgs) error {
@@ -375,10 +338,7 @@ func status(a *skel.CmdArgs) error {
 	if err != nil {
 		return err
 	}
-	if c.IPAM.Type == "" {
-		return nil
-	}
-	return skel.DelegateVerb(a, spec.CmdStatus, c.IPAM.Type)
+	return skel.DelegateIPAM(a, spec.CmdStatus, c.IPAM.Type)
 }
 
 // gc passes GC on to IPAM and puts back every device this network moved
@@ -388,10 +348,8 @@ func gc(a *skel.CmdArgs) error {
 	if err != nil {
 		return err
 	}
-	if c.IPAM.Type != "" {
-		if err := skel.DelegateVerb(a, spec.CmdGC, c.IPAM.Type); err != nil {
-			return err
-		}
+	if err := skel.DelegateIPAM(a, spec.CmdGC, c.IPAM.Type); err != nil {
+		return err
 	}
 	// Temporaries of record writes killed before their rename (nothing
 	// else had happened yet); DEL removes its own, this catches those no

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/patchbay-cni/patchbay/internal/firewall"
+	"github.com/patchbay-cni/patchbay/internal/ifplugin"
 	"github.com/patchbay-cni/patchbay/internal/link"
 	"github.com/patchbay-cni/patchbay/skel"
 	"github.com/patchbay-cni/patchbay/spec"
@@ -66,29 +67,23 @@ func add(a *skel.CmdArgs) (res *spec.Result, err error) {
 	if err != nil {
 		return nil, err
 	}
-	host, cont, err := link.OpenForAdd(a.Netns, a.IfName)
+	host, cont, done, err := link.OpenForAdd(a.Netns, a.IfName)
 	if err != nil {
 		return nil, err
 	}
-	defer host.Close()
-	defer cont.Close()
+	defer done()
 
-	res, err = skel.DelegateAdd(a, c.IPAM.Type)
-	if err != nil {
-		return nil, err
-	}
 	// From here on a failure removes what this ADD made.
 	var undo link.Undo
 	defer undo.Unwind(&err)
-	undo.Push("release the IPAM allocation", func() error { return skel.DelegateVerb(a, spec.CmdDel, c.IPAM.Type) })
-	if len(res.IPs) == 0 {
-		return nil, spec.Errorf(spec.ErrInternal, "IPAM plugin %s returned no IP configuration", c.IPAM.Type)
+	res = &spec.Result{}
+	if err = ifplugin.IPAMAdd(a, c.IPAM.Type, res, idxCont, &undo); err != nil {
+		return nil, err
 	}
 	for _, ipc := range res.IPs {
 		if !ipc.Gateway.IsValid() {
 			return nil, spec.Errorf(spec.ErrInvalidNetworkConfig, "IPAM gave %s no gateway: ptp routes through it", ipc.Address)
 		}
-		ipc.Interface = spec.IntPtr(idxCont)
 		if err = host.EnableForwarding(ipc.Address.Addr()); err != nil {
 			return nil, err
 		}
@@ -121,10 +116,7 @@ func add(a *skel.CmdArgs) (res *spec.Result, err error) {
 			return nil, err
 		}
 	}
-	if !c.DNS.IsEmpty() {
-		res.DNS = c.DNS
-	}
-	return res, nil
+	return ifplugin.WithDNS(res, c.DNS), nil
 }
 
 // setupContainer addresses the container end without the subnet route,
@@ -180,10 +172,9 @@ func del(a *skel.CmdArgs) error {
 	if err := a.DecodeConf(c); err != nil {
 		return err
 	}
-	if c.IPAM.Type != "" { // without ipam ADD allocated nothing
-		if err := skel.DelegateVerb(a, spec.CmdDel, c.IPAM.Type); err != nil {
-			return err
-		}
+	// Without ipam ADD allocated nothing.
+	if err := skel.DelegateIPAM(a, spec.CmdDel, c.IPAM.Type); err != nil {
+		return err
 	}
 	removed, err := link.DelContainerLink(a.Netns, a.IfName)
 	if err != nil {
@@ -207,16 +198,9 @@ func check(a *skel.CmdArgs) error {
 	if err != nil {
 		return err
 	}
-	if err := skel.DelegateVerb(a, spec.CmdCheck, c.IPAM.Type); err != nil {
+	prev, idx, err := ifplugin.CheckStart(a, c.IPAM.Type)
+	if err != nil {
 		return err
-	}
-	prev := a.Conf.PrevResult
-	if prev == nil {
-		return spec.Errorf(spec.ErrInvalidNetworkConfig, "CHECK requires \"prevResult\"")
-	}
-	idx := link.FindIface(prev, a.IfName, a.Netns)
-	if idx < 0 {
-		return spec.Errorf(spec.ErrInternal, "prevResult has no interface %q in sandbox %q", a.IfName, a.Netns)
 	}
 	cont, err := link.OpenContainer(a.Netns)
 	if err != nil {
@@ -228,7 +212,7 @@ func check(a *skel.CmdArgs) error {
 		err = cont.CheckResult(l, prev, idx)
 	}
 	if err != nil {
-		return spec.Errorf(spec.ErrInternal, "%v", err)
+		return skel.CheckErr("%v", err)
 	}
 	return nil
 }

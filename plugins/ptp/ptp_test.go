@@ -1,34 +1,18 @@
 package ptp
 
 import (
-	"bytes"
-	"context"
-	"encoding/json"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/patchbay-cni/patchbay/internal/netns"
 	"github.com/patchbay-cni/patchbay/internal/testutil"
-	"github.com/patchbay-cni/patchbay/skel"
 	"github.com/patchbay-cni/patchbay/spec"
 )
 
 func run(t *testing.T, hostPath, cmd, conf, id, nsPath string) (string, int) {
 	t.Helper()
-	env := skel.Env{"CNI_COMMAND": cmd, "CNI_CONTAINERID": id, "CNI_NETNS": nsPath, "CNI_IFNAME": "eth0", "CNI_PATH": testutil.RefBin(t)}
-	var out, errb bytes.Buffer
-	code := -1
-	if err := netns.Do(hostPath, func() error {
-		code = skel.Run(context.Background(), Plugin(), env, strings.NewReader(conf), &out, &errb)
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if errb.Len() > 0 {
-		t.Logf("%s stderr: %s", cmd, errb.String())
-	}
-	return out.String(), code
+	env := map[string]string{"CNI_COMMAND": cmd, "CNI_CONTAINERID": id, "CNI_NETNS": nsPath, "CNI_IFNAME": "eth0", "CNI_PATH": testutil.RefBin(t)}
+	return testutil.RunPlugin(t, Plugin(), hostPath, env, conf)
 }
 
 func in(t *testing.T, ns string, args ...string) string {
@@ -41,16 +25,10 @@ func in(t *testing.T, ns string, args ...string) string {
 }
 
 func conf(t *testing.T, dataDir string, masq bool, subnets ...string) string {
-	var ranges [][]map[string]string
-	for _, s := range subnets {
-		ranges = append(ranges, []map[string]string{{"subnet": s}})
-	}
-	b, _ := json.Marshal(map[string]any{
+	return testutil.Conf(t, map[string]any{
 		"cniVersion": "1.1.0", "name": "ptpnet", "type": "ptp", "ipMasq": masq, "mtu": 1400,
-		"ipam": map[string]any{"type": "host-local", "dataDir": dataDir, "ranges": ranges,
-			"routes": []map[string]string{{"dst": "0.0.0.0/0"}, {"dst": "::/0"}}},
-	})
-	return string(b)
+		"ipam": testutil.HostLocal(dataDir, subnets, "0.0.0.0/0", "::/0"),
+	}, nil)
 }
 
 func TestPtpAddTrafficCheckDel(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"strconv"
 
+	"github.com/patchbay-cni/patchbay/internal/confcheck"
 	"github.com/patchbay-cni/patchbay/skel"
 	"github.com/patchbay-cni/patchbay/spec"
 )
@@ -62,14 +63,9 @@ func lenientTable(stdin []byte) (c *config, known bool) {
 	return c, true
 }
 
-func isNull(raw json.RawMessage) bool {
-	s := bytes.TrimSpace(raw)
-	return len(s) == 0 || bytes.Equal(s, []byte("null"))
-}
-
 func parse(n *netConf) (*config, error) {
 	c := &config{}
-	if !isNull(n.Table) {
+	if !confcheck.Absent(n.Table) {
 		s := string(bytes.TrimSpace(n.Table))
 		t, err := strconv.ParseUint(s, 10, 32)
 		switch {
@@ -80,12 +76,12 @@ func parse(n *netConf) (*config, error) {
 		}
 		c.table = int(t)
 	}
-	if !isNull(n.AddSourceHints) {
+	if !confcheck.Absent(n.AddSourceHints) {
 		if err := json.Unmarshal(n.AddSourceHints, &c.addSourceHints); err != nil {
 			return nil, invalid("addSourceHints %s is not true or false", bytes.TrimSpace(n.AddSourceHints))
 		}
 	}
-	if isNull(n.Gateways) {
+	if confcheck.Absent(n.Gateways) {
 		return c, nil
 	}
 	var gws []json.RawMessage

@@ -104,23 +104,11 @@ func (f *fixture) prevResult(version string, withNet1 bool) string {
 }
 
 func conf(version, keys, prev string) string {
-	s := `{"cniVersion":"` + version + `","name":"sbrnet","type":"sbr"`
-	if keys != "" {
-		s += "," + keys
-	}
-	if prev != "" {
-		s += `,"prevResult":` + prev
-	}
-	return s + "}"
+	return testutil.ChainedConf(testutil.Head(version, "sbrnet", "sbr"), keys, prev)
 }
 
 func env(cmd string, extra ...string) map[string]string {
-	e := map[string]string{"CNI_COMMAND": cmd, "CNI_CONTAINERID": "ctr1", "CNI_IFNAME": "eth0"}
-	for _, kv := range extra {
-		k, v, _ := strings.Cut(kv, "=")
-		e[k] = v
-	}
-	return e
+	return testutil.EnvWith(map[string]string{"CNI_COMMAND": cmd, "CNI_CONTAINERID": "ctr1", "CNI_IFNAME": "eth0"}, extra...)
 }
 
 // run invokes our plugin in-process. sbr works in the container's

@@ -10,7 +10,6 @@ import (
 
 	"github.com/patchbay-cni/patchbay/internal/link"
 	"github.com/patchbay-cni/patchbay/skel"
-	"github.com/patchbay-cni/patchbay/spec"
 )
 
 // del removes the rules from the interface's addresses (those it has now
@@ -94,10 +93,6 @@ func del(a *skel.CmdArgs) error {
 	return nil
 }
 
-func checkErr(format string, a ...any) error {
-	return spec.Errorf(spec.ErrInternal, format, a...)
-}
-
 // check verifies the rule of every address and, for tables sbr picks,
 // their default routes, the routes prevResult places in them, and that
 // the main table no longer routes through the interface (with
@@ -122,7 +117,7 @@ func check(a *skel.CmdArgs) error {
 		return fmt.Errorf("look up %q in %s: %w", a.IfName, cont, err)
 	}
 	if l == nil {
-		return checkErr("interface %q not found in %s", a.IfName, cont)
+		return skel.CheckErr("interface %q not found in %s", a.IfName, cont)
 	}
 	idx := l.Attrs().Index
 	rules, err := cont.RuleList(netlink.FAMILY_ALL)
@@ -137,7 +132,7 @@ func check(a *skel.CmdArgs) error {
 			if c.table != 0 {
 				want = fmt.Sprintf("table %d", c.table)
 			}
-			return checkErr("no rule sends traffic from %s to %s", ipc.Address.Addr(), want)
+			return skel.CheckErr("no rule sends traffic from %s to %s", ipc.Address.Addr(), want)
 		}
 		tables[i] = t
 	}
@@ -159,7 +154,7 @@ func check(a *skel.CmdArgs) error {
 	}
 	for i, ipc := range ips {
 		if gw := c.gateway(ipc); gw.IsValid() && !find(tables[i], link.DefaultDst(gw), gw) {
-			return checkErr("table %d (for %s) has no default route via %s dev %s", tables[i], ipc.Address.Addr(), gw, a.IfName)
+			return skel.CheckErr("table %d (for %s) has no default route via %s dev %s", tables[i], ipc.Address.Addr(), gw, a.IfName)
 		}
 		if c.addSourceHints {
 			subnet := ipc.Address.Masked()
@@ -169,13 +164,13 @@ func check(a *skel.CmdArgs) error {
 				ok = ok || r.Table == unix.RT_TABLE_MAIN && r.LinkIndex == idx && routeDst(r) == subnet && addrOf(r.Src) == ipc.Address.Addr()
 			}
 			if !ok {
-				return checkErr("the main table has no route to %s dev %s src %s (addSourceHints)", subnet, a.IfName, ipc.Address.Addr())
+				return skel.CheckErr("the main table has no route to %s dev %s src %s (addSourceHints)", subnet, a.IfName, ipc.Address.Addr())
 			}
 		}
 	}
 	for _, rr := range a.Conf.PrevResult.Routes {
 		if rr.Table != nil && !reserved(*rr.Table) && !find(*rr.Table, rr.Dst, rr.GW) {
-			return checkErr("route to %s is not in table %d, where prevResult places it", rr.Dst, *rr.Table)
+			return skel.CheckErr("route to %s is not in table %d, where prevResult places it", rr.Dst, *rr.Table)
 		}
 	}
 	hinted := map[netip.Prefix]bool{}
@@ -187,7 +182,7 @@ func check(a *skel.CmdArgs) error {
 		if r.Table != unix.RT_TABLE_MAIN || r.LinkIndex != idx || hinted[routeDst(r)] || c.addSourceHints && r.Scope == netlink.SCOPE_LINK {
 			continue
 		}
-		return checkErr("the main table still routes %s through %s", routeDst(r), a.IfName)
+		return skel.CheckErr("the main table still routes %s through %s", routeDst(r), a.IfName)
 	}
 	return nil
 }

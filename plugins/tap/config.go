@@ -14,21 +14,19 @@ import (
 // reference tap plugin v1.9.1.
 type Config struct {
 	spec.NetConf
-	MultiQueue bool   `json:"multiQueue"`
-	MTU        int    `json:"mtu"`
-	Mac        string `json:"mac,omitempty"`
+	MultiQueue bool `json:"multiQueue"`
+	MTU        int  `json:"mtu"`
+	// "mac", CNI_ARGS MAC and runtimeConfig.mac are read by
+	// skel.RequestedMAC.
 	// Owner and Group are uids/gids; wider than uint32 so that a negative
 	// or too large value is refused by name (code 7), not by the decoder.
 	Owner          *int64 `json:"owner,omitempty"`
 	Group          *int64 `json:"group,omitempty"`
 	SelinuxContext string `json:"selinuxContext,omitempty"`
 	// Bridge is a bridge in the container's namespace the tap joins.
-	Bridge        string `json:"bridge,omitempty"`
-	RuntimeConfig struct {
-		Mac string `json:"mac,omitempty"`
-	} `json:"runtimeConfig,omitzero"`
+	Bridge string `json:"bridge,omitempty"`
 
-	mac string // the effective MAC: mac, then CNI_ARGS MAC, then runtimeConfig.mac
+	mac net.HardwareAddr // the effective MAC: "mac", then CNI_ARGS MAC, then runtimeConfig.mac
 }
 
 func invalid(format string, a ...any) error {
@@ -70,7 +68,8 @@ func load(a *skel.CmdArgs) (*Config, error) {
 			return nil, invalid("\"bridge\" value %q is invalid: not a usable interface name", c.Bridge)
 		}
 	}
-	if err := c.pickMAC(a.Args); err != nil {
+	// The reference's order, lowest precedence first.
+	if c.mac, _, err = a.RequestedMAC(skel.MACKey, skel.MACCNIArgs, skel.MACRuntimeConfig); err != nil {
 		return nil, err
 	}
 	if c.SelinuxContext != "" {
@@ -82,43 +81,6 @@ func load(a *skel.CmdArgs) (*Config, error) {
 		}
 	}
 	return c, nil
-}
-
-// pickMAC sets the effective MAC, lowest precedence first: "mac", CNI_ARGS
-// MAC, runtimeConfig "mac" (the capability), as the reference does, and
-// checks it is a unicast Ethernet address (the kernel refuses others).
-//
-// TODO(coordinator): another engineer is writing a shared helper for the
-// MAC from runtimeConfig/CNI_ARGS in a new file; merge this parsing into it.
-func (c *Config) pickMAC(cniArgs string) error {
-	key := "\"mac\""
-	c.mac = c.Mac
-	// CNI_ARGS: only MAC is ours; other keys belong to other plugins (the
-	// reference refuses unknown keys unless IgnoreUnknown is set).
-	if pairs, err := spec.ParseCNIArgs(cniArgs); err == nil {
-		for _, p := range pairs {
-			if p[0] == "MAC" {
-				c.mac, key = p[1], "CNI_ARGS MAC"
-			}
-		}
-	}
-	if c.RuntimeConfig.Mac != "" {
-		c.mac, key = c.RuntimeConfig.Mac, "runtimeConfig \"mac\""
-	}
-	if c.mac == "" {
-		return nil
-	}
-	hw, err := net.ParseMAC(c.mac)
-	switch {
-	case err != nil:
-		return invalid("%s value %q is invalid: %v", key, c.mac, err)
-	case len(hw) != 6:
-		return invalid("%s value %q is invalid: not a 6-byte Ethernet address", key, c.mac)
-	case hw[0]&1 != 0:
-		return invalid("%s value %q is invalid: a multicast address", key, c.mac)
-	}
-	c.mac = hw.String()
-	return nil
 }
 
 // selinuxEnabled reports whether the kernel runs SELinux (its filesystem

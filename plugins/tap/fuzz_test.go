@@ -3,7 +3,6 @@ package tap
 import (
 	"encoding/json"
 	"errors"
-	"net"
 	"testing"
 
 	"github.com/patchbay-cni/patchbay/skel"
@@ -11,7 +10,7 @@ import (
 )
 
 // FuzzConfig: tap's configuration and CNI_ARGS parsing never panics and
-// refuses with code 6 or 7 only; what it accepts is within the kernel's
+// refuses with code 4 (CNI_ARGS), 6 or 7 only; what it accepts is within the kernel's
 // limits (MTU, uid/gid, a unicast 6-byte MAC, a usable bridge name).
 func FuzzConfig(f *testing.F) {
 	for _, extra := range []map[string]any{
@@ -40,8 +39,8 @@ func FuzzConfig(f *testing.F) {
 		c, err := load(&skel.CmdArgs{StdinData: stdin, Args: args, ContainerID: "ctr", IfName: "tap0"})
 		if err != nil {
 			var se *spec.Error
-			if !errors.As(err, &se) || (se.Code != spec.ErrInvalidNetworkConfig && se.Code != spec.ErrDecodingFailure) {
-				t.Fatalf("refused without code 6 or 7: %v", err)
+			if !errors.As(err, &se) || (se.Code != spec.ErrInvalidNetworkConfig && se.Code != spec.ErrDecodingFailure && se.Code != spec.ErrInvalidEnvironment) {
+				t.Fatalf("refused without code 4, 6 or 7: %v", err)
 			}
 			return
 		}
@@ -53,10 +52,9 @@ func FuzzConfig(f *testing.F) {
 				t.Fatalf("accepted uid/gid %d", *id)
 			}
 		}
-		if c.mac != "" {
-			hw, err := net.ParseMAC(c.mac)
-			if err != nil || len(hw) != 6 || hw[0]&1 != 0 {
-				t.Fatalf("accepted mac %q", c.mac)
+		if c.mac != nil {
+			if _, err := skel.ParseUnicastMAC(c.mac.String()); err != nil {
+				t.Fatalf("accepted mac %q: %v", c.mac, err)
 			}
 		}
 		if c.Bridge != "" && spec.ValidateInterfaceName(c.Bridge) != nil {

@@ -36,26 +36,10 @@ func newLab(t *testing.T) *lab {
 func (l *lab) conf(version string, extra map[string]any, subnets ...string) string {
 	l.t.Helper()
 	c := map[string]any{"cniVersion": version, "name": "tapnet", "type": "tap"}
-	for k, v := range extra {
-		if v == nil {
-			delete(c, k)
-		} else {
-			c[k] = v
-		}
-	}
 	if len(subnets) > 0 {
-		var ranges [][]map[string]string
-		for _, s := range subnets {
-			ranges = append(ranges, []map[string]string{{"subnet": s}})
-		}
-		c["ipam"] = map[string]any{"type": "host-local", "dataDir": l.ipamDir, "ranges": ranges,
-			"routes": []map[string]string{{"dst": "192.168.0.0/16"}}}
+		c["ipam"] = testutil.HostLocal(l.ipamDir, subnets, "192.168.0.0/16")
 	}
-	b, err := json.Marshal(c)
-	if err != nil {
-		l.t.Fatal(err)
-	}
-	return string(b)
+	return testutil.Conf(l.t, c, extra)
 }
 
 // run executes one verb of the plugin inside the host netns.

@@ -6,10 +6,10 @@ package tap
 
 import (
 	"fmt"
-	"net"
 
 	"github.com/vishvananda/netlink"
 
+	"github.com/patchbay-cni/patchbay/internal/ifplugin"
 	"github.com/patchbay-cni/patchbay/internal/link"
 	"github.com/patchbay-cni/patchbay/skel"
 	"github.com/patchbay-cni/patchbay/spec"
@@ -67,9 +67,8 @@ func add(a *skel.CmdArgs) (res *spec.Result, err error) {
 			return nil, fmt.Errorf("set the MTU of %q to %d: %w", a.IfName, c.MTU, err)
 		}
 	}
-	if c.mac != "" {
-		mac, _ := net.ParseMAC(c.mac) // checked by load
-		if err = cont.H.LinkSetHardwareAddr(l, mac); err != nil {
+	if c.mac != nil {
+		if err = cont.H.LinkSetHardwareAddr(l, c.mac); err != nil {
 			return nil, fmt.Errorf("set the MAC of %q to %s: %w", a.IfName, c.mac, err)
 		}
 	}
@@ -87,32 +86,15 @@ func add(a *skel.CmdArgs) (res *spec.Result, err error) {
 		if err = cont.H.LinkSetUp(l); err != nil {
 			return nil, fmt.Errorf("set %q up: %w", a.IfName, err)
 		}
-		return finish(c, res), nil
+		return ifplugin.WithDNS(res, c.DNS), nil
 	}
-	ipam, err := skel.DelegateAdd(a, c.IPAM.Type)
-	if err != nil {
+	if err = ifplugin.IPAMAdd(a, c.IPAM.Type, res, 0, &undo); err != nil {
 		return nil, err
-	}
-	undo.Push("release the IPAM allocation", func() error { return skel.DelegateVerb(a, spec.CmdDel, c.IPAM.Type) })
-	if len(ipam.IPs) == 0 {
-		return nil, spec.Errorf(spec.ErrInternal, "IPAM plugin %s returned no IP configuration", c.IPAM.Type)
-	}
-	res.IPs, res.Routes, res.DNS = ipam.IPs, ipam.Routes, ipam.DNS
-	for _, ipc := range res.IPs {
-		ipc.Interface = spec.IntPtr(0)
 	}
 	if err = cont.ConfigureIface(l, res, 0, link.IfaceOpts{ARPNotify: true}); err != nil {
 		return nil, err
 	}
-	return finish(c, res), nil
-}
-
-// finish applies the config's dns, which overrides IPAM's when set.
-func finish(c *Config, res *spec.Result) *spec.Result {
-	if !c.DNS.IsEmpty() {
-		res.DNS = c.DNS
-	}
-	return res
+	return ifplugin.WithDNS(res, c.DNS), nil
 }
 
 // del releases the IPAM allocation first (a DHCP lease is released over
@@ -124,10 +106,8 @@ func del(a *skel.CmdArgs) error {
 	if err != nil {
 		return err
 	}
-	if c.IPAM.Type != "" {
-		if err := skel.DelegateVerb(a, spec.CmdDel, c.IPAM.Type); err != nil {
-			return err
-		}
+	if err := skel.DelegateIPAM(a, spec.CmdDel, c.IPAM.Type); err != nil {
+		return err
 	}
 	cont, err := link.OpenIfExists(a.Netns)
 	if cont == nil {
@@ -155,18 +135,9 @@ func check(a *skel.CmdArgs) error {
 	if err != nil {
 		return err
 	}
-	if c.IPAM.Type != "" {
-		if err := skel.DelegateVerb(a, spec.CmdCheck, c.IPAM.Type); err != nil {
-			return err
-		}
-	}
-	prev := a.Conf.PrevResult
-	if prev == nil {
-		return invalid("CHECK requires \"prevResult\"")
-	}
-	idx := link.FindIface(prev, a.IfName, a.Netns)
-	if idx < 0 {
-		return checkErr("prevResult has no interface %q in sandbox %q", a.IfName, a.Netns)
+	prev, idx, err := ifplugin.CheckStart(a, c.IPAM.Type)
+	if err != nil {
+		return err
 	}
 	cont, err := link.OpenContainer(a.Netns)
 	if err != nil {
@@ -175,33 +146,29 @@ func check(a *skel.CmdArgs) error {
 	defer cont.Close()
 	l, err := cont.CheckLink(a.IfName, link.LinkWant{Type: "tuntap", MAC: prev.Interfaces[idx].Mac, MTU: c.MTU, Up: true})
 	if err != nil {
-		return checkErr("%v", err)
+		return skel.CheckErr("%v", err)
 	}
 	t := l.(*netlink.Tuntap)
 	switch {
 	case t.Mode != netlink.TUNTAP_MODE_TAP:
-		return checkErr("%q is a tun device, not a tap", a.IfName)
+		return skel.CheckErr("%q is a tun device, not a tap", a.IfName)
 	case (t.Flags&netlink.TUNTAP_MULTI_QUEUE != 0) != c.MultiQueue:
-		return checkErr("%q multi-queue is %v, config says %v", a.IfName, t.Flags&netlink.TUNTAP_MULTI_QUEUE != 0, c.MultiQueue)
+		return skel.CheckErr("%q multi-queue is %v, config says %v", a.IfName, t.Flags&netlink.TUNTAP_MULTI_QUEUE != 0, c.MultiQueue)
 	case c.Owner != nil && int64(t.Owner) != *c.Owner:
-		return checkErr("%q is owned by uid %d, config says %d", a.IfName, t.Owner, *c.Owner)
+		return skel.CheckErr("%q is owned by uid %d, config says %d", a.IfName, t.Owner, *c.Owner)
 	case c.Group != nil && int64(t.Group) != *c.Group:
-		return checkErr("%q has group %d, config says %d", a.IfName, t.Group, *c.Group)
+		return skel.CheckErr("%q has group %d, config says %d", a.IfName, t.Group, *c.Group)
 	}
 	if c.Bridge != "" {
 		br, err := cont.FindLink(c.Bridge)
 		if err != nil || br == nil || t.MasterIndex != br.Attrs().Index {
-			return checkErr("%q is not a port of bridge %q", a.IfName, c.Bridge)
+			return skel.CheckErr("%q is not a port of bridge %q", a.IfName, c.Bridge)
 		}
 	}
 	if err := cont.CheckResult(l, prev, idx); err != nil {
-		return checkErr("%v", err)
+		return skel.CheckErr("%v", err)
 	}
 	return nil
-}
-
-func checkErr(format string, a ...any) error {
-	return spec.Errorf(spec.ErrInternal, "CHECK: "+format, a...)
 }
 
 func status(a *skel.CmdArgs) error {
@@ -209,18 +176,15 @@ func status(a *skel.CmdArgs) error {
 	if err != nil {
 		return err
 	}
-	if c.IPAM.Type == "" {
-		return nil
-	}
-	return skel.DelegateVerb(a, spec.CmdStatus, c.IPAM.Type)
+	return skel.DelegateIPAM(a, spec.CmdStatus, c.IPAM.Type)
 }
 
 // gc passes GC on to IPAM; the tap keeps no state of its own outside the
 // container (its namespace takes the device with it).
 func gc(a *skel.CmdArgs) error {
 	c, err := decode(a)
-	if err != nil || c.IPAM.Type == "" {
+	if err != nil {
 		return err
 	}
-	return skel.DelegateVerb(a, spec.CmdGC, c.IPAM.Type)
+	return skel.DelegateIPAM(a, spec.CmdGC, c.IPAM.Type)
 }

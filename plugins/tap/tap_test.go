@@ -256,33 +256,38 @@ func TestVersions(t *testing.T) {
 	}
 }
 
-// Bad input is refused with code 7 naming the key and value, before
-// anything is created.
+// Bad input is refused with code 7 (4 for CNI_ARGS) naming the key and
+// value, before anything is created.
 func TestBadInput(t *testing.T) {
 	l := newLab(t)
 	for _, c := range []struct {
 		extra map[string]any
 		args  string
 		want  string
+		code  uint // 0: 7
 	}{
-		{map[string]any{"mtu": -1}, "", "mtu"},
-		{map[string]any{"mtu": 70000}, "", "70000"},
-		{map[string]any{"owner": -1}, "", "owner"},
-		{map[string]any{"group": 4294967295}, "", "group"},
-		{map[string]any{"mac": "zz:zz"}, "", "zz:zz"},
-		{map[string]any{"mac": "01:00:5e:00:00:01"}, "", "multicast"},
-		{map[string]any{"mac": "02:00:00:00:00:00:00:01"}, "", "6-byte"},
-		{nil, "MAC=nope", "CNI_ARGS MAC"},
-		{map[string]any{"runtimeConfig": map[string]any{"mac": "1:2"}}, "", "runtimeConfig"},
-		{map[string]any{"bridge": "a/b"}, "", "a/b"},
-		{map[string]any{"bridge": "nosuchbr"}, "", "nosuchbr"},
-		{map[string]any{"selinuxContext": "system_u:system_r:container_t:s0"}, "", "selinuxContext"},
+		{map[string]any{"mtu": -1}, "", "mtu", 0},
+		{map[string]any{"mtu": 70000}, "", "70000", 0},
+		{map[string]any{"owner": -1}, "", "owner", 0},
+		{map[string]any{"group": 4294967295}, "", "group", 0},
+		{map[string]any{"mac": "zz:zz"}, "", "zz:zz", 0},
+		{map[string]any{"mac": "01:00:5e:00:00:01"}, "", "multicast", 0},
+		{map[string]any{"mac": "02:00:00:00:00:00:00:01"}, "", "not an Ethernet MAC", 0},
+		{map[string]any{"mac": "00:00:00:00:00:00"}, "", "all-zero", 0},
+		{nil, "MAC=nope", "CNI_ARGS MAC", spec.ErrInvalidEnvironment},
+		{map[string]any{"runtimeConfig": map[string]any{"mac": "1:2"}}, "", "runtimeConfig.mac", 0},
+		{map[string]any{"bridge": "a/b"}, "", "a/b", 0},
+		{map[string]any{"bridge": "nosuchbr"}, "", "nosuchbr", 0},
+		{map[string]any{"selinuxContext": "system_u:system_r:container_t:s0"}, "", "selinuxContext", 0},
 	} {
 		l.args = c.args
 		out, code := l.run("ADD", l.conf("1.1.0", c.extra, "10.61.0.0/24"), "bad", "tap0")
 		e := cniError(t, out)
-		if code == 0 || e.Code != spec.ErrInvalidNetworkConfig || !strings.Contains(e.Msg, c.want) {
-			t.Errorf("%v %q: code %d %q, want code 7 naming %q", c.extra, c.args, e.Code, e.Msg, c.want)
+		if c.code == 0 {
+			c.code = spec.ErrInvalidNetworkConfig
+		}
+		if code == 0 || e.Code != c.code || !strings.Contains(e.Msg, c.want) {
+			t.Errorf("%v %q: code %d %q, want code %d naming %q", c.extra, c.args, e.Code, e.Msg, c.code, c.want)
 		}
 		if l.link("tap0").Name != "" || len(l.allocations()) != 0 {
 			t.Fatalf("%v: refused ADD left a tap or an allocation", c.extra)

@@ -29,15 +29,13 @@ type netConf struct {
 	// /run/cni/tuning).
 	DataDir  string            `json:"dataDir,omitempty"`
 	SysCtl   map[string]string `json:"sysctl"`
-	Mac      string            `json:"mac,omitempty"`
 	Promisc  *bool             `json:"promisc,omitempty"`
 	MTU      int               `json:"mtu,omitempty"`
 	TxQLen   *int              `json:"txQLen,omitempty"`
 	Allmulti *bool             `json:"allmulti,omitempty"`
 
-	RuntimeConfig struct {
-		Mac string `json:"mac,omitempty"`
-	} `json:"runtimeConfig,omitzero"`
+	// "mac", runtimeConfig.mac and CNI_ARGS MAC are read by
+	// skel.RequestedMAC.
 	Args *struct {
 		CNI *cniArgs `json:"cni"`
 	} `json:"args"`
@@ -53,7 +51,8 @@ type cniArgs struct {
 	TxQLen   *int              `json:"txQLen,omitempty"`
 }
 
-// envArgs is CNI_ARGS: MAC=...
+// envArgs is CNI_ARGS: MAC=... (read by skel.RequestedMAC); decoding it
+// refuses other keys unless IgnoreUnknown is set, as the reference does.
 type envArgs struct {
 	MAC string
 }
@@ -96,26 +95,25 @@ func load(a *skel.CmdArgs) (*config, error) {
 	for k, v := range n.SysCtl {
 		sysctls[k] = v
 	}
-	macStr, macFrom := n.Mac, "mac"
 	var mtuFromArgs, txQLenFromArgs bool
 
 	var ea envArgs
 	if err := a.LoadArgs(&ea); err != nil {
 		return nil, err
 	}
-	if ea.MAC != "" {
-		macStr, macFrom = ea.MAC, "CNI_ARGS MAC"
-	}
-	if n.RuntimeConfig.Mac != "" {
-		macStr, macFrom = n.RuntimeConfig.Mac, "runtimeConfig.mac"
+	// An args.cni.mac that is present but empty asks for no MAC whatever
+	// the other places say (the reference's override).
+	if n.Args == nil || n.Args.CNI == nil || n.Args.CNI.Mac == nil || *n.Args.CNI.Mac != "" {
+		mac, from, err := a.RequestedMAC(skel.MACKey, skel.MACCNIArgs, skel.MACRuntimeConfig, skel.MACArgs)
+		if err != nil {
+			return nil, err
+		}
+		c.mac, c.macFrom = mac, string(from)
 	}
 	if n.Args != nil && n.Args.CNI != nil {
 		ca := n.Args.CNI
 		for k, v := range ca.SysCtl {
 			sysctls[k] = v
-		}
-		if ca.Mac != nil {
-			macStr, macFrom = *ca.Mac, "args.cni.mac"
 		}
 		if ca.Promisc != nil {
 			c.promisc = ca.Promisc
@@ -131,13 +129,6 @@ func load(a *skel.CmdArgs) (*config, error) {
 		}
 	}
 
-	if macStr != "" {
-		mac, err := confcheck.MAC(macFrom, macStr)
-		if err != nil {
-			return nil, err
-		}
-		c.mac, c.macFrom = mac, macFrom
-	}
 	// The kernel takes the MTU as an int and txQLen as a u32: larger values
 	// would be truncated into other ones.
 	if err := confcheck.Int(keyOf("mtu", mtuFromArgs), int64(c.mtu), 0, confcheck.MaxMTU); err != nil {

@@ -1,8 +1,6 @@
 package tuning
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -13,7 +11,6 @@ import (
 	"testing"
 
 	"github.com/patchbay-cni/patchbay/internal/testutil"
-	"github.com/patchbay-cni/patchbay/skel"
 	"github.com/patchbay-cni/patchbay/spec"
 )
 
@@ -88,48 +85,23 @@ func (f *fixture) prevResult(version string) string {
 // conf builds a tuning config: keys is the plugin-specific JSON body
 // (without braces), prev is added as prevResult when non-empty.
 func (f *fixture) conf(version, keys, prev string) string {
-	s := `{"cniVersion":"` + version + `","name":"tunenet","type":"tuning","dataDir":"` + f.dataDir + `"`
-	if keys != "" {
-		s += "," + keys
-	}
-	if prev != "" {
-		s += `,"prevResult":` + prev
-	}
-	return s + "}"
+	return testutil.ChainedConf(testutil.Head(version, "tunenet", "tuning")+`,"dataDir":"`+f.dataDir+`"`, keys, prev)
 }
 
 // run invokes our plugin in-process.
 func (f *fixture) run(t *testing.T, cmd, conf string, extra ...string) (string, int) {
 	t.Helper()
-	env := skel.Env{
-		"CNI_COMMAND": cmd, "CNI_CONTAINERID": "ctr1", "CNI_NETNS": f.path,
-		"CNI_IFNAME": "eth0", "CNI_PATH": "/nonexistent",
-	}
-	for _, kv := range extra {
-		k, v, _ := strings.Cut(kv, "=")
-		env[k] = v
-	}
-	var out, errb bytes.Buffer
-	code := skel.Run(context.Background(), Plugin(), env, strings.NewReader(conf), &out, &errb)
-	if errb.Len() > 0 {
-		t.Logf("%s stderr: %s", cmd, errb.String())
-	}
-	return out.String(), code
+	return testutil.RunPlugin(t, Plugin(), "", testutil.EnvWith(f.env(cmd), extra...), conf)
 }
 
 // runRef runs the reference tuning binary with the same inputs.
 func (f *fixture) runRef(t *testing.T, cmd, conf string) (string, int) {
 	t.Helper()
-	c := exec.Command(filepath.Join(testutil.RefBin(t), "tuning"))
-	c.Env = []string{"CNI_COMMAND=" + cmd, "CNI_CONTAINERID=ctr1", "CNI_NETNS=" + f.path, "CNI_IFNAME=eth0", "CNI_PATH=/nonexistent"}
-	c.Stdin = strings.NewReader(conf)
-	var out bytes.Buffer
-	c.Stdout = &out
-	err := c.Run()
-	if _, ok := err.(*exec.ExitError); err != nil && !ok {
-		t.Fatalf("run reference tuning: %v", err)
-	}
-	return out.String(), c.ProcessState.ExitCode()
+	return testutil.RunRefPlugin(t, "tuning", "", f.env(cmd), conf)
+}
+
+func (f *fixture) env(cmd string) map[string]string {
+	return map[string]string{"CNI_COMMAND": cmd, "CNI_CONTAINERID": "ctr1", "CNI_NETNS": f.path, "CNI_IFNAME": "eth0"}
 }
 
 func (f *fixture) mustAdd(t *testing.T, conf string, extra ...string) map[string]any {

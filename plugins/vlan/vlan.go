@@ -62,7 +62,7 @@ func describe(c *Config) (*ifplugin.Kind, ifplugin.Conf) {
 			// namespace.
 			return ifplugin.Invalid("\"vlanId\" %d is already in use on master %q (another VLAN link of that id exists, perhaps in another container): %v", c.VlanID, c.Master, err)
 		}
-		return err
+		return fmt.Errorf("create the VLAN link: %w", err)
 	}
 	return k, c.Conf()
 }

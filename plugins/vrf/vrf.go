@@ -387,9 +387,9 @@ func check(a *skel.CmdArgs) error {
 	if err != nil {
 		return err
 	}
-	prev := a.Conf.PrevResult
-	if prev == nil {
-		return invalid("CHECK requires \"prevResult\"")
+	prev, err := a.CheckPrev("")
+	if err != nil {
+		return err
 	}
 	cont, err := link.OpenContainer(a.Netns)
 	if err != nil {
@@ -403,30 +403,30 @@ func check(a *skel.CmdArgs) error {
 	vrf, ok := vl.(*netlink.Vrf)
 	switch {
 	case vl == nil:
-		return checkErr("vrf %q not found", c.VRFName)
+		return skel.CheckErr("vrf %q not found", c.VRFName)
 	case !ok:
-		return checkErr("%q is a %s, not a vrf", c.VRFName, vl.Type())
+		return skel.CheckErr("%q is a %s, not a vrf", c.VRFName, vl.Type())
 	case vrf.Flags&net.FlagUp == 0:
-		return checkErr("vrf %q is down", c.VRFName)
+		return skel.CheckErr("vrf %q is down", c.VRFName)
 	case c.Table != 0 && int64(vrf.Table) != c.Table:
-		return checkErr("vrf %q uses table %d, config says %d", c.VRFName, vrf.Table, c.Table)
+		return skel.CheckErr("vrf %q uses table %d, config says %d", c.VRFName, vrf.Table, c.Table)
 	}
 	l, err := cont.LinkByName(a.IfName)
 	if err != nil {
-		return checkErr("interface %q not found: %v", a.IfName, err)
+		return skel.CheckErr("interface %q not found: %v", a.IfName, err)
 	}
 	if l.Attrs().MasterIndex != vrf.Index {
-		return checkErr("interface %q is not in vrf %q", a.IfName, c.VRFName)
+		return skel.CheckErr("interface %q is not in vrf %q", a.IfName, c.VRFName)
 	}
 	idx := link.FindIface(prev, a.IfName, a.Netns)
 	if idx < 0 {
 		return nil // prevResult does not describe the interface: nothing more to compare
 	}
 	if err := cont.CheckAddrs(l, prev.IPs, idx); err != nil {
-		return checkErr("%v", err)
+		return skel.CheckErr("%v", err)
 	}
 	if err := cont.CheckRoutes(routesVia(prev, idx, int(vrf.Table))); err != nil {
-		return checkErr("%v", err)
+		return skel.CheckErr("%v", err)
 	}
 	return nil
 }
@@ -455,8 +455,4 @@ func routesVia(res *spec.Result, idx, table int) []*spec.Route {
 		}
 	}
 	return out
-}
-
-func checkErr(format string, a ...any) error {
-	return spec.Errorf(spec.ErrInternal, "CHECK: "+format, a...)
 }

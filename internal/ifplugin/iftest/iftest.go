@@ -7,8 +7,6 @@
 package iftest
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -23,7 +21,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/patchbay-cni/patchbay/internal/link"
-	"github.com/patchbay-cni/patchbay/internal/netns"
 	"github.com/patchbay-cni/patchbay/internal/testutil"
 	"github.com/patchbay-cni/patchbay/internal/vmtest"
 	"github.com/patchbay-cni/patchbay/skel"
@@ -101,21 +98,10 @@ func In(t testing.TB, ns string, args ...string) string {
 func (e *Env) Conf(version string, keys map[string]any, subnets ...string) string {
 	e.T.Helper()
 	c := map[string]any{"cniVersion": version, "name": "testnet", "type": e.Plugin.Type}
-	for k, v := range keys {
-		c[k] = v
-	}
 	if len(subnets) > 0 {
-		var ranges [][]map[string]string
-		for _, s := range subnets {
-			ranges = append(ranges, []map[string]string{{"subnet": s}})
-		}
-		c["ipam"] = map[string]any{"type": "host-local", "dataDir": e.DataDir, "ranges": ranges}
+		c["ipam"] = testutil.HostLocal(e.DataDir, subnets)
 	}
-	b, err := json.Marshal(c)
-	if err != nil {
-		e.T.Fatal(err)
-	}
-	return string(b)
+	return testutil.Conf(e.T, c, keys)
 }
 
 // Set returns conf with key set to v (v nil: removed).
@@ -144,22 +130,11 @@ func WithPrev(t testing.TB, conf, prev string) string {
 // returns its stdout and exit code.
 func (e *Env) Run(cmd, conf, id, nsPath, ifname string) (string, int) {
 	e.T.Helper()
-	env := skel.Env{"CNI_COMMAND": cmd, "CNI_CONTAINERID": id, "CNI_NETNS": nsPath, "CNI_IFNAME": ifname, "CNI_PATH": e.CNIPath}
+	env := map[string]string{"CNI_COMMAND": cmd, "CNI_CONTAINERID": id, "CNI_NETNS": nsPath, "CNI_IFNAME": ifname, "CNI_PATH": e.CNIPath}
 	for k, v := range e.Env {
 		env[k] = v
 	}
-	var out, errb bytes.Buffer
-	code := -1
-	if err := netns.Do(e.HostPath, func() error {
-		code = skel.Run(context.Background(), e.Plugin, env, strings.NewReader(conf), &out, &errb)
-		return nil
-	}); err != nil {
-		e.T.Fatalf("enter host netns: %v", err)
-	}
-	if errb.Len() > 0 {
-		e.T.Logf("%s stderr: %s", cmd, errb.String())
-	}
-	return out.String(), code
+	return testutil.RunPlugin(e.T, e.Plugin, e.HostPath, env, conf)
 }
 
 // Add runs ADD, which must succeed, and decodes its result (also
