@@ -22,7 +22,7 @@ dpkg-query -W -f='debian containernetworking-plugins ${Version}\n' containernetw
 # CRDs copied from the module itself (they are in the module zip).
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 wb_mod="$here/../test/whereabouts"
-WB_VERSION="$(awk '$1 == "github.com/k8snetworkplumbingwg/whereabouts" { print $2 }' "$wb_mod/go.mod")"
+WB_VERSION="$(awk -v m=github.com/k8snetworkplumbingwg/whereabouts '$1 == m { print $2 } $1 == "require" && $2 == m { print $3 }' "$wb_mod/go.mod")"
 [ -n "$WB_VERSION" ] || { echo "no whereabouts requirement in $wb_mod/go.mod" >&2; exit 1; }
 WB_CACHE="${WB_CACHE:-$HOME/.cache/patchbay/whereabouts-$WB_VERSION}"
 if [ ! -x "$WB_CACHE/whereabouts" ] || ! ls "$WB_CACHE"/crds/*.yaml >/dev/null 2>&1; then
@@ -41,7 +41,8 @@ echo "whereabouts $WB_VERSION: $WB_CACHE/whereabouts"
 # dependency. Cold: a few minutes (its modules and a build); cached: nothing.
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 multus_mod=gopkg.in/k8snetworkplumbingwg/multus-cni.v4
-MULTUS_VERSION="$(awk -v m="$multus_mod" '$1 == m { print $2 }' "$here/../test/multus/go.mod")"
+# The requirement line, in a require block or on its own ("require m v").
+MULTUS_VERSION="$(awk -v m="$multus_mod" '$1 == m { print $2 } $1 == "require" && $2 == m { print $3 }' "$here/../test/multus/go.mod")"
 [ -n "$MULTUS_VERSION" ] || { echo "no $multus_mod requirement in test/multus/go.mod" >&2; exit 1; }
 MULTUS_CACHE="${MULTUS_CACHE:-$HOME/.cache/patchbay/multus-$MULTUS_VERSION}"
 multus_bins=(multus multus-daemon multus-shim)
