@@ -109,19 +109,19 @@ func Invalid(format string, a ...any) error {
 func (k *Kind) Validate(c Conf) error {
 	if c.Master != "" {
 		if k.Master == NoMaster {
-			return Invalid("%s: \"master\" value %q: a %s interface has no master", k.Type, c.Master, k.Type)
+			return Invalid("\"master\" value %q: a %s interface has no master", c.Master, k.Type)
 		}
 		if err := spec.ValidateInterfaceName(c.Master); err != nil {
-			return Invalid("%s: \"master\" value %q is not a valid interface name", k.Type, c.Master)
+			return Invalid("\"master\" value %q is not a valid interface name", c.Master)
 		}
 	} else if k.Master == MasterRequired {
-		return Invalid("%s: \"master\" is required: the host interface to make the %s interface on", k.Type, k.Type)
+		return Invalid("\"master\" is required: the host interface to make the %s interface on", k.Type)
 	}
 	if err := link.ValidateMTU(c.MTU); err != nil {
 		return err
 	}
 	if c.LinkInContainer && k.Master == NoMaster {
-		return Invalid("%s: \"linkInContainer\" needs a master", k.Type)
+		return Invalid("\"linkInContainer\" needs a master")
 	}
 	return nil
 }
@@ -139,9 +139,9 @@ func (k *Kind) needsIPAM(a *skel.CmdArgs, c Conf) (prevIPs bool, err error) {
 		if p := a.Conf.PrevResult; p != nil && len(p.IPs) > 0 {
 			return true, nil
 		}
-		return false, Invalid("%s: \"ipam\" is required unless the plugin is chained after one whose result has IPs", k.Type)
+		return false, Invalid("\"ipam\" is required unless the plugin is chained after one whose result has IPs")
 	}
-	return false, Invalid("%s: \"ipam\" is required", k.Type)
+	return false, Invalid("\"ipam\" is required")
 }
 
 // master finds the master link and the namespace it is in (host, or the
@@ -159,23 +159,23 @@ func (k *Kind) master(a *skel.CmdArgs, c Conf, host, cont *link.NS) (*link.NS, n
 	if name == "" && k.Master == MasterOrPrevOrDefaultRoute && a.Command == spec.CmdAdd && a.Conf.PrevResult != nil {
 		p := a.Conf.PrevResult
 		if len(p.Interfaces) != 1 || p.Interfaces[0].Name == "" {
-			return nil, nil, Invalid("%s: \"master\" is not set and prevResult has not exactly one named interface to take it from", k.Type)
+			return nil, nil, Invalid("\"master\" is not set and prevResult has not exactly one named interface to take it from")
 		}
 		name = p.Interfaces[0].Name
 	}
 	if name == "" {
 		l, err := ns.DefaultRouteLink()
 		if err != nil {
-			return nil, nil, Invalid("%s: \"master\" is not set and %v to take it from", k.Type, err)
+			return nil, nil, Invalid("\"master\" is not set and %v to take it from", err)
 		}
 		return ns, l, nil
 	}
 	l, err := ns.FindLink(name)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%s: look up master %q in %s: %w", k.Type, name, ns, err)
+		return nil, nil, fmt.Errorf("look up master %q in %s: %w", name, ns, err)
 	}
 	if l == nil {
-		return nil, nil, Invalid("%s: \"master\" value %q: no such interface in %s", k.Type, name, ns)
+		return nil, nil, Invalid("\"master\" value %q: no such interface in %s", name, ns)
 	}
 	return ns, l, nil
 }
@@ -203,7 +203,7 @@ func (k *Kind) Add(a *skel.CmdArgs, c Conf) (res *spec.Result, err error) {
 	if master != nil {
 		creator = mns
 		if m := master.Attrs().MTU; c.MTU > m {
-			return nil, Invalid("%s: \"mtu\" value %d is invalid: larger than the MTU %d of master %q", k.Type, c.MTU, m, master.Attrs().Name)
+			return nil, Invalid("\"mtu\" value %d is invalid: larger than the MTU %d of master %q", c.MTU, m, master.Attrs().Name)
 		}
 	}
 
@@ -225,7 +225,7 @@ func (k *Kind) Add(a *skel.CmdArgs, c Conf) (res *spec.Result, err error) {
 		if k.Explain != nil {
 			return nil, k.Explain(err)
 		}
-		return nil, fmt.Errorf("%s: %w", k.Type, err)
+		return nil, err
 	}
 	undo.Push("delete "+a.IfName, func() error { return cont.H.LinkDel(l) })
 	res = &spec.Result{Interfaces: []*spec.Interface{{Name: a.IfName, Mac: l.Attrs().HardwareAddr.String(), Sandbox: a.Netns}}}
@@ -244,12 +244,12 @@ func (k *Kind) Add(a *skel.CmdArgs, c Conf) (res *spec.Result, err error) {
 	default:
 		// Layer 2 only: the interface, up, and no addresses.
 		if err := cont.H.LinkSetUp(l); err != nil {
-			return nil, fmt.Errorf("%s: set %q up: %w", k.Type, a.IfName, err)
+			return nil, fmt.Errorf("set %q up: %w", a.IfName, err)
 		}
 		return WithDNS(res, c.DNS), nil
 	}
 	if err := cont.ConfigureIface(l, res, 0, link.IfaceOpts{ARPNotify: k.Notify, NDiscNotify: k.Notify}); err != nil {
-		return nil, fmt.Errorf("%s: %w", k.Type, err)
+		return nil, err
 	}
 	return WithDNS(res, c.DNS), nil
 }
@@ -332,7 +332,7 @@ func (k *Kind) Del(a *skel.CmdArgs) error {
 	// An ADD killed between creating the interface and renaming it left it
 	// under its temporary name.
 	if err := cont.DelAddLeftover(a.IfName); err != nil {
-		return fmt.Errorf("%s: %w", k.Type, err)
+		return err
 	}
 	l, err := cont.FindLink(a.IfName)
 	if l == nil {
@@ -345,7 +345,7 @@ func (k *Kind) Del(a *skel.CmdArgs) error {
 		return nil
 	}
 	if err := cont.H.LinkDel(l); err != nil && !link.IsNotFound(err) {
-		return fmt.Errorf("%s: delete %q: %w", k.Type, a.IfName, err)
+		return fmt.Errorf("delete %q: %w", a.IfName, err)
 	}
 	return nil
 }
@@ -442,7 +442,7 @@ func (ms Modes[M]) Parse(typ, v string) (M, error) {
 			}
 		}
 		sort.Strings(names)
-		return m, Invalid("%s: \"mode\" value %q is invalid: must be one of %s", typ, v, strings.Join(names, ", "))
+		return m, Invalid("\"mode\" value %q is invalid: must be one of %s", v, strings.Join(names, ", "))
 	}
 	return m, nil
 }
