@@ -129,6 +129,11 @@ func StartTime(pid int) string {
 var (
 	once sync.Once
 	reqs chan req
+	// startNetns is the network namespace the process started in, read
+	// by package init on the main thread before any test can move a
+	// thread. (The main thread's namespace read later is not it: another
+	// goroutine may be inside netns.Do on that thread at that moment.)
+	startNetns, startNetnsErr = os.Readlink("/proc/thread-self/ns/net")
 )
 
 type req struct {
@@ -147,19 +152,18 @@ func launcher() {
 	}
 }
 
-// sameNetns checks that this thread is in the network namespace of the
-// process's main thread.
+// sameNetns checks that this thread is in the network namespace the
+// process started in.
 func sameNetns() error {
 	mine, err := os.Readlink("/proc/thread-self/ns/net")
 	if err != nil {
 		return err
 	}
-	main, err := os.Readlink("/proc/self/ns/net")
-	if err != nil {
-		return err
+	if startNetnsErr != nil {
+		return startNetnsErr
 	}
-	if mine != main {
-		return fmt.Errorf("launcher thread is in network namespace %s, not the process's %s", mine, main)
+	if mine != startNetns {
+		return fmt.Errorf("launcher thread is in network namespace %s, not the one the process started in, %s", mine, startNetns)
 	}
 	return nil
 }
