@@ -143,6 +143,12 @@ func ParseConfig(data []byte) (*Config, error) {
 		return nil, fmt.Errorf("\"maxParallelRequests\" %d, \"requestTimeoutSeconds\" %d, \"shutdownTimeoutSeconds\" %d: none may be negative",
 			c.MaxParallelRequests, c.RequestTimeoutSeconds, c.ShutdownTimeoutSeconds)
 	}
+	// Larger values overflow time.Duration into a negative timeout: every
+	// request would fail at once.
+	if c.RequestTimeoutSeconds > plugin.MaxTimeoutSeconds || c.ShutdownTimeoutSeconds > plugin.MaxTimeoutSeconds {
+		return nil, fmt.Errorf("\"requestTimeoutSeconds\" %d, \"shutdownTimeoutSeconds\" %d: at most %d",
+			c.RequestTimeoutSeconds, c.ShutdownTimeoutSeconds, plugin.MaxTimeoutSeconds)
+	}
 	if c.MaxParallelRequests == 0 {
 		c.MaxParallelRequests = DefaultMaxParallel
 	}

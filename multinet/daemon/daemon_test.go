@@ -41,6 +41,7 @@ func TestParseConfig(t *testing.T) {
 		`{"clusterNetwork": "x", "metricsAddress": "nope"}`:                   `"metricsAddress" "nope"`,
 		`{"clusterNetwork": "x", "metricsPort": 70000}`:                       `"metricsPort" 70000`,
 		`{"clusterNetwork": "x", "maxParallelRequests": -1}`:                  `none may be negative`,
+		`{"clusterNetwork": "x", "requestTimeoutSeconds": 9223372037}`:        `"requestTimeoutSeconds" 9223372037`,
 		`{"clusterNetwork": "x", "chrootDir": "/does/not/exist"}`:             `"chrootDir" "/does/not/exist" is not a directory`,
 		`{"clusterNetwork": "x", "logLevel": "loud"}`:                         `"logLevel" "loud"`,
 		`{"clusterNetwork": "x", "globalNamespaces": 3}`:                      `globalNamespaces`,
