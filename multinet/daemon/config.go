@@ -139,6 +139,11 @@ func ParseConfig(data []byte) (*Config, error) {
 		port = strconv.Itoa(*c.MetricsPort)
 	}
 	c.MetricsAddress = net.JoinHostPort(host, port)
+	// The port (a number or a service name) is checked here: the start
+	// would otherwise fail at the listener, without naming the key.
+	if _, err := net.LookupPort("tcp", port); err != nil {
+		return nil, fmt.Errorf("\"metricsAddress\" %q: %v", c.MetricsAddress, err)
+	}
 	if c.MaxParallelRequests < 0 || c.RequestTimeoutSeconds < 0 || c.ShutdownTimeoutSeconds < 0 {
 		return nil, fmt.Errorf("\"maxParallelRequests\" %d, \"requestTimeoutSeconds\" %d, \"shutdownTimeoutSeconds\" %d: none may be negative",
 			c.MaxParallelRequests, c.RequestTimeoutSeconds, c.ShutdownTimeoutSeconds)

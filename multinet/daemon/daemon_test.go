@@ -40,6 +40,7 @@ func TestParseConfig(t *testing.T) {
 		`{"clusterNetwork": "x", "socketDir": 5}`:                             `"socketDir": must be a string`,
 		`{"clusterNetwork": "x", "metricsAddress": "nope"}`:                   `"metricsAddress" "nope"`,
 		`{"clusterNetwork": "x", "metricsPort": 70000}`:                       `"metricsPort" 70000`,
+		`{"clusterNetwork": "x", "metricsAddress": "127.0.0.1:99999"}`:        `"metricsAddress" "127.0.0.1:99999"`,
 		`{"clusterNetwork": "x", "maxParallelRequests": -1}`:                  `none may be negative`,
 		`{"clusterNetwork": "x", "requestTimeoutSeconds": 9223372037}`:        `"requestTimeoutSeconds" 9223372037`,
 		`{"clusterNetwork": "x", "chrootDir": "/does/not/exist"}`:             `"chrootDir" "/does/not/exist" is not a directory`,
