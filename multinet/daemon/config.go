@@ -62,9 +62,11 @@ type Config struct {
 	// own and the per-request ones.
 	delegation map[string]json.RawMessage
 	// Plugin is delegation parsed (defaults filled), for the daemon's use.
-	Plugin *plugin.Config
+	// Neither it nor Ignored is a key of the file: without the tags, a
+	// file's "plugin" or "ignored" key would fill them.
+	Plugin *plugin.Config `json:"-"`
 	// Ignored lists keys of the file that the daemon does not use.
-	Ignored []string
+	Ignored []string `json:"-"`
 }
 
 // daemonKeys are the daemon's own keys (not passed to the verbs).

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/patchbay-cni/patchbay/multinet/plugin"
 	"github.com/patchbay-cni/patchbay/multinet/shim"
 )
 
@@ -33,6 +34,11 @@ func TestParseConfig(t *testing.T) {
 	}
 	if c, err = ParseConfig([]byte(`{"clusterNetwork": "x", "daemonSocketDir": "/d"}`)); err != nil || c.SocketDir != "/d" {
 		t.Errorf("daemonSocketDir: %+v, %v", c, err)
+	}
+	// Fields that are not keys of the file stay the daemon's own.
+	if c, err = ParseConfig([]byte(`{"clusterNetwork": "x", "ignored": ["bogus"], "plugin": {"cniDir": "/elsewhere"}}`)); err != nil ||
+		len(c.Ignored) != 0 || c.Plugin.CNIDir != plugin.DefaultCNIDir {
+		t.Errorf("ignored, plugin: %+v, %v", c, err)
 	}
 	for doc, want := range map[string]string{
 		`{}`: `"clusterNetwork" is required`,
