@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"time"
@@ -163,6 +164,9 @@ func ParseConfig(data []byte) (*Config, error) {
 		if st, err := os.Stat(c.ChrootDir); err != nil || !st.IsDir() {
 			return nil, fmt.Errorf("\"chrootDir\" %q is not a directory", c.ChrootDir)
 		}
+		// Host paths are mapped into it and back by prefix (inRoot,
+		// unchroot): "/host/" must be "/host".
+		c.ChrootDir = filepath.Clean(c.ChrootDir)
 	}
 	c.delegation = map[string]json.RawMessage{}
 	for k, v := range all {
@@ -224,10 +228,17 @@ func (c *Config) RequestConfig(req []byte) ([]byte, error) {
 			return nil, err
 		}
 		if bin != "" {
-			m["binDir"], _ = json.Marshal(c.ChrootDir + bin)
+			m["binDir"], _ = json.Marshal(inRoot(c.ChrootDir, bin))
 		}
 	}
 	return json.Marshal(m)
+}
+
+// inRoot is where the host path p is under root: the path as the host
+// resolves it, so that ".." cannot climb out of root and a relative path
+// does not run into root's name ("/host" + "bin").
+func inRoot(root, p string) string {
+	return filepath.Join(root, filepath.Clean("/"+p))
 }
 
 func (c *Config) requestTimeout() time.Duration {

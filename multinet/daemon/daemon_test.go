@@ -92,6 +92,14 @@ func TestRequestConfig(t *testing.T) {
 	if m["binDir"] != root+"/opt/cni/bin" {
 		t.Errorf("binDir under chrootDir = %v", m["binDir"])
 	}
+	// A trailing slash: the delegates found there still run at host paths.
+	c, _ = ParseConfig([]byte(`{"clusterNetwork": "x", "binDir": "/opt/cni/bin", "chrootDir": "` + root + `/"}`))
+	got, _ = c.RequestConfig([]byte(`{"cniVersion": "1.0.0", "name": "n"}`))
+	json.Unmarshal(got, &m)
+	e := &executor{chroot: c.ChrootDir}
+	if path, _, _ := e.prepare(root+"/opt/cni/bin/bridge", nil); m["binDir"] != root+"/opt/cni/bin" || path != "/opt/cni/bin/bridge" {
+		t.Errorf("chrootDir %s/: binDir %v, delegate run as %s", root, m["binDir"], path)
+	}
 }
 
 func mustJSON(v any) string { b, _ := json.Marshal(v); return string(b) }
@@ -161,6 +169,11 @@ func TestExecutorEnvironmentAndChroot(t *testing.T) {
 		t.Errorf("prepare = %s %s\n%q\nwant %q", path, verb, env, want)
 	}
 	if got := chrootPath("/host", "/opt/cni/bin::/x"); got != "/host/opt/cni/bin:/host/x" {
+		t.Errorf("chrootPath = %s", got)
+	}
+	// A relative directory or ".." stays inside the root, where the host
+	// path it names is.
+	if got := chrootPath("/host", "bin:/../../usr/lib/cni/"); got != "/host/bin:/host/usr/lib/cni" {
 		t.Errorf("chrootPath = %s", got)
 	}
 	if got := chrootPath("/host", ""); got != "/host/opt/cni/bin" {
