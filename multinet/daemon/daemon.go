@@ -270,14 +270,19 @@ func decodeRequest(data []byte) (*shim.Request, skel.Env, error) {
 	return &req, skel.EnvFromList(req.Env), nil
 }
 
-// refusal is a CNI error answer in the request configuration's version.
+// refusal is a CNI error answer in the request configuration's version,
+// or in ours when we do not speak that one (as skel answers).
 func refusal(config []byte, code uint, msg string) *shim.Response {
 	var c struct {
 		CNIVersion string `json:"cniVersion"`
 	}
 	_ = json.Unmarshal(config, &c)
+	version := spec.ConfigVersion(c.CNIVersion)
+	if !spec.IsSupported(version) {
+		version = spec.Current
+	}
 	e := &spec.Error{Code: code, Msg: msg}
-	return &shim.Response{ExitCode: 1, Stdout: append(e.Marshal(spec.ConfigVersion(c.CNIVersion)), '\n')}
+	return &shim.Response{ExitCode: 1, Stdout: append(e.Marshal(version), '\n')}
 }
 
 // prepare returns the configuration (stdin) and environment the verbs of
