@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"os"
 	"path/filepath"
@@ -80,6 +81,14 @@ type conf struct {
 	WaitSeconds *float64 `json:"daemonWaitSeconds"`
 }
 
+// readConf reads what the shim needs of its configuration; the daemon
+// reports a malformed one.
+func readConf(stdin []byte) conf {
+	var c conf
+	_ = json.Unmarshal(stdin, &c)
+	return c
+}
+
 // DefaultWait is how long the shim waits for the daemon's socket: a
 // DaemonSet rollout replaces the daemon in a few seconds, and waiting
 // through it spares the pod a failed sandbox and the kubelet's back-off.
@@ -91,6 +100,11 @@ func (c *conf) wait() time.Duration {
 	}
 	if *c.WaitSeconds <= 0 {
 		return 0
+	}
+	// Beyond what a Duration holds the conversion would give a negative
+	// wait (not waiting at all).
+	if *c.WaitSeconds >= float64(math.MaxInt64)/float64(time.Second) {
+		return math.MaxInt64
 	}
 	return time.Duration(*c.WaitSeconds * float64(time.Second))
 }
@@ -111,8 +125,7 @@ func Main(start time.Time) int {
 			About: "multinet-shim: the CNI plugin of multinet's thick mode; forwards each call to the multinet daemon (see multinet/README.md)",
 		}, skel.EnvFromOS(), bytes.NewReader(stdin), os.Stdout, os.Stderr)
 	}
-	var c conf
-	_ = json.Unmarshal(stdin, &c) // the daemon reports a malformed configuration
+	c := readConf(stdin)
 	resp, err := Forward(SocketPath(c.SocketDir), &Request{Env: os.Environ(), Config: stdin, Start: start.UnixNano()}, c.wait())
 	if err != nil {
 		return fail(os.Stdout, c.CNIVersion, err)
