@@ -135,12 +135,14 @@ func Main(start time.Time) int {
 	return resp.ExitCode
 }
 
+// fail writes err as a CNI error in version, or in ours when version is
+// not one we speak (a runtime could not read it).
 func fail(w io.Writer, version string, err error) int {
-	if version == "" {
+	if !spec.IsSupported(version) {
 		version = spec.Current
 	}
 	ce := spec.AsError(err, spec.ErrInternal)
-	w.Write(append(ce.Marshal(spec.ConfigVersion(version)), '\n'))
+	w.Write(append(ce.Marshal(version), '\n'))
 	return 1
 }
 
