@@ -187,6 +187,11 @@ func Forward(socket string, req *Request, wait time.Duration) (*Response, error)
 	if err := json.Unmarshal(answer, &resp); err != nil {
 		return nil, spec.Errorf(spec.ErrInternal, "multinet-shim: undecodable answer from the daemon at %s: %v", socket, err)
 	}
+	// Main exits with it: 256 would exit 0, a success the daemon never
+	// reported.
+	if resp.ExitCode != 0 && resp.ExitCode != 1 {
+		return nil, spec.Errorf(spec.ErrInternal, "multinet-shim: answer from the daemon at %s has exit status %d (want 0 or 1)", socket, resp.ExitCode)
+	}
 	return &resp, nil
 }
 
