@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"net/netip"
 	"os"
 	"slices"
@@ -261,10 +262,21 @@ func mergedIPAM(raw json.RawMessage, readFile func(string) ([]byte, error)) (*ip
 		if err := json.Unmarshal(b, &flat); err != nil {
 			return nil, invalid("flat configuration file %s is not a JSON object: %v", p, err)
 		}
-		for k, v := range flat {
-			if k != "enable_overlapping_ranges" && emptyJSON(keys[k]) {
-				keys[k] = v
+		// Keys match as encoding/json matches them, in any case: a key
+		// the ipam sets in another case is still set, and a flat key is
+		// written over the ipam's empty ones of any case (which would
+		// otherwise win or lose by the order of the merged keys). Sorted,
+		// so that duplicates in the file merge the same way every time.
+		for _, k := range slices.Sorted(maps.Keys(flat)) {
+			if strings.EqualFold(k, "enable_overlapping_ranges") || setFold(keys, k) {
+				continue
 			}
+			for have := range keys {
+				if strings.EqualFold(have, k) {
+					delete(keys, have)
+				}
+			}
+			keys[k] = flat[k]
 		}
 		break
 	}
@@ -274,6 +286,17 @@ func mergedIPAM(raw json.RawMessage, readFile func(string) ([]byte, error)) (*ip
 		return nil, invalid("ipam: %v", err)
 	}
 	return &c, nil
+}
+
+// setFold says whether keys sets k (in any case) to a value that is not
+// empty.
+func setFold(keys map[string]json.RawMessage, k string) bool {
+	for have, v := range keys {
+		if strings.EqualFold(have, k) && !emptyJSON(v) {
+			return true
+		}
+	}
+	return false
 }
 
 // emptyJSON is mergo's "empty": absent, null, "", false, 0, [] or {}.

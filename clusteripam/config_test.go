@@ -198,6 +198,15 @@ func TestFlatFile(t *testing.T) {
 	if c.Ranges[0].Prefix.String() != "10.5.0.0/16" {
 		t.Errorf("range from the flat file: %v", c.Ranges[0].Prefix)
 	}
+	// Keys in another case are the same keys (encoding/json's matching).
+	c = mustParse(t, `{"Range":"10.1.0.0/16"}`, "", files{FlatFiles[0]: `{"range":"10.9.0.0/16","ENABLE_OVERLAPPING_RANGES":false}`})
+	if c.Ranges[0].Prefix.String() != "10.1.0.0/16" || !c.Overlapping {
+		t.Errorf("case variants: range %v, overlapping %v", c.Ranges[0].Prefix, c.Overlapping)
+	}
+	c = mustParse(t, `{"range":""}`, "", files{FlatFiles[0]: `{"RANGE":"10.9.0.0/16"}`})
+	if c.Ranges[0].Prefix.String() != "10.9.0.0/16" {
+		t.Errorf("empty range, RANGE in the flat file: %v", c.Ranges[0].Prefix)
+	}
 	if _, err := ParseConfig(conf(`{"range":"10.0.0.0/24"}`), "", files{FlatFiles[0]: "{"}.read); err == nil || !strings.Contains(err.Error(), "is not a JSON object") {
 		t.Errorf("bad flat file: %v", err)
 	}

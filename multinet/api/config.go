@@ -31,9 +31,11 @@ func ParseConfig(nad *NetworkAttachmentDefinition) (*spec.ConfList, error) {
 		return nil, spec.NewError(spec.ErrDecodingFailure, "NetworkAttachmentDefinition "+ref+": spec.config is not valid JSON", msg)
 	}
 	data := []byte(cfg)
+	// Absent, null or "": the object's name. Any other value is left for
+	// spec.ParseAny to refuse (a name that is not a string is an error,
+	// not a name to replace).
 	var name string
-	_ = json.Unmarshal(m["name"], &name)
-	if name == "" {
+	if raw, ok := m["name"]; !ok || json.Unmarshal(raw, &name) == nil && name == "" {
 		m["name"], _ = json.Marshal(nad.Metadata.Name)
 		var err error
 		if data, err = json.Marshal(m); err != nil {

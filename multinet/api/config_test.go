@@ -60,6 +60,7 @@ func TestParseConfig(t *testing.T) {
 		`[1]`:                                    `NetworkAttachmentDefinition ns/obj: spec.config is not valid JSON; json: cannot unmarshal array into Go value of type map[string]json.RawMessage`,
 		`{"cniVersion":"1.0.0"}`:                 `NetworkAttachmentDefinition ns/obj: spec.config: plugin configuration: missing required key "type"`,
 		`{"cniVersion":"9.9.9","type":"bridge"}`: `NetworkAttachmentDefinition ns/obj: spec.config:`,
+		`{"name":5,"type":"bridge"}`:             `NetworkAttachmentDefinition ns/obj: spec.config: failed to decode plugin configuration; json: cannot unmarshal number into Go struct field NetConf.name of type string`,
 	} {
 		_, err := ParseConfig(nad("obj", config))
 		if _, ok := err.(*spec.Error); !ok || !strings.HasPrefix(err.Error(), want) {

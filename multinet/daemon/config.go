@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"time"
@@ -62,9 +63,11 @@ type Config struct {
 	// own and the per-request ones.
 	delegation map[string]json.RawMessage
 	// Plugin is delegation parsed (defaults filled), for the daemon's use.
-	Plugin *plugin.Config
+	// Neither it nor Ignored is a key of the file: without the tags, a
+	// file's "plugin" or "ignored" key would fill them.
+	Plugin *plugin.Config `json:"-"`
 	// Ignored lists keys of the file that the daemon does not use.
-	Ignored []string
+	Ignored []string `json:"-"`
 }
 
 // daemonKeys are the daemon's own keys (not passed to the verbs).
@@ -139,9 +142,20 @@ func ParseConfig(data []byte) (*Config, error) {
 		port = strconv.Itoa(*c.MetricsPort)
 	}
 	c.MetricsAddress = net.JoinHostPort(host, port)
+	// The port (a number or a service name) is checked here: the start
+	// would otherwise fail at the listener, without naming the key.
+	if _, err := net.LookupPort("tcp", port); err != nil {
+		return nil, fmt.Errorf("\"metricsAddress\" %q: %v", c.MetricsAddress, err)
+	}
 	if c.MaxParallelRequests < 0 || c.RequestTimeoutSeconds < 0 || c.ShutdownTimeoutSeconds < 0 {
 		return nil, fmt.Errorf("\"maxParallelRequests\" %d, \"requestTimeoutSeconds\" %d, \"shutdownTimeoutSeconds\" %d: none may be negative",
 			c.MaxParallelRequests, c.RequestTimeoutSeconds, c.ShutdownTimeoutSeconds)
+	}
+	// Larger values overflow time.Duration into a negative timeout: every
+	// request would fail at once.
+	if c.RequestTimeoutSeconds > plugin.MaxTimeoutSeconds || c.ShutdownTimeoutSeconds > plugin.MaxTimeoutSeconds {
+		return nil, fmt.Errorf("\"requestTimeoutSeconds\" %d, \"shutdownTimeoutSeconds\" %d: at most %d",
+			c.RequestTimeoutSeconds, c.ShutdownTimeoutSeconds, plugin.MaxTimeoutSeconds)
 	}
 	if c.MaxParallelRequests == 0 {
 		c.MaxParallelRequests = DefaultMaxParallel
@@ -150,6 +164,9 @@ func ParseConfig(data []byte) (*Config, error) {
 		if st, err := os.Stat(c.ChrootDir); err != nil || !st.IsDir() {
 			return nil, fmt.Errorf("\"chrootDir\" %q is not a directory", c.ChrootDir)
 		}
+		// Host paths are mapped into it and back by prefix (inRoot,
+		// unchroot): "/host/" must be "/host".
+		c.ChrootDir = filepath.Clean(c.ChrootDir)
 	}
 	c.delegation = map[string]json.RawMessage{}
 	for k, v := range all {
@@ -211,10 +228,17 @@ func (c *Config) RequestConfig(req []byte) ([]byte, error) {
 			return nil, err
 		}
 		if bin != "" {
-			m["binDir"], _ = json.Marshal(c.ChrootDir + bin)
+			m["binDir"], _ = json.Marshal(inRoot(c.ChrootDir, bin))
 		}
 	}
 	return json.Marshal(m)
+}
+
+// inRoot is where the host path p is under root: the path as the host
+// resolves it, so that ".." cannot climb out of root and a relative path
+// does not run into root's name ("/host" + "bin").
+func inRoot(root, p string) string {
+	return filepath.Join(root, filepath.Clean("/"+p))
 }
 
 func (c *Config) requestTimeout() time.Duration {

@@ -212,16 +212,16 @@ func (d *Daemon) serve(conn net.Conn) {
 	received := time.Now()
 	conn.SetReadDeadline(received.Add(10 * time.Second))
 	data, err := io.ReadAll(io.LimitReader(conn, maxRequest))
-	var req shim.Request
+	var req *shim.Request
+	var env skel.Env
 	if err == nil {
-		err = json.Unmarshal(data, &req)
+		req, env, err = decodeRequest(data)
 	}
 	if err != nil {
 		d.m.refused.WithLabelValues("malformed").Inc()
 		d.answer(conn, refusal(nil, spec.ErrInternal, "multinet daemon: unreadable request: "+err.Error()))
 		return
 	}
-	env := skel.EnvFromList(req.Env)
 	verb := env["CNI_COMMAND"]
 	// Refused while shutting down, before and after waiting for a slot.
 	select {
@@ -242,7 +242,7 @@ func (d *Daemon) serve(conn net.Conn) {
 		return
 	}
 	d.m.inFlight.Inc()
-	resp := d.run(env, &req)
+	resp := d.run(env, req)
 	d.m.inFlight.Dec()
 	<-d.sem
 	res := "success"
@@ -261,22 +261,45 @@ func (d *Daemon) answer(conn net.Conn, resp *shim.Response) {
 	}
 }
 
-// refusal is a CNI error answer in the request configuration's version.
+// decodeRequest decodes a shim's request and the verbs' environment.
+func decodeRequest(data []byte) (*shim.Request, skel.Env, error) {
+	var req shim.Request
+	if err := json.Unmarshal(data, &req); err != nil {
+		return nil, nil, err
+	}
+	return &req, skel.EnvFromList(req.Env), nil
+}
+
+// refusal is a CNI error answer in the request configuration's version,
+// or in ours when we do not speak that one (as skel answers).
 func refusal(config []byte, code uint, msg string) *shim.Response {
 	var c struct {
 		CNIVersion string `json:"cniVersion"`
 	}
 	_ = json.Unmarshal(config, &c)
+	version := spec.ConfigVersion(c.CNIVersion)
+	if !spec.IsSupported(version) {
+		version = spec.Current
+	}
 	e := &spec.Error{Code: code, Msg: msg}
-	return &shim.Response{ExitCode: 1, Stdout: append(e.Marshal(spec.ConfigVersion(c.CNIVersion)), '\n')}
+	return &shim.Response{ExitCode: 1, Stdout: append(e.Marshal(version), '\n')}
+}
+
+// prepare returns the configuration (stdin) and environment the verbs of
+// a request run with.
+func (c *Config) prepare(env skel.Env, req *shim.Request) ([]byte, skel.Env) {
+	stdin, err := c.RequestConfig(req.Config)
+	if err != nil {
+		stdin = req.Config // skel reports it as the thin plugin would
+	}
+	if c.ChrootDir != "" {
+		env = env.With("CNI_PATH", chrootPath(c.ChrootDir, env["CNI_PATH"]))
+	}
+	return stdin, env
 }
 
 // run runs one request through the verbs, in process.
 func (d *Daemon) run(env skel.Env, req *shim.Request) *shim.Response {
-	stdin, err := d.cfg.RequestConfig(req.Config)
-	if err != nil {
-		stdin = req.Config // skel reports it as the thin plugin would
-	}
 	start := time.Now()
 	if req.Start > 0 {
 		// The shim's start, unless clocks disagree absurdly.
@@ -290,9 +313,7 @@ func (d *Daemon) run(env skel.Env, req *shim.Request) *shim.Response {
 			ex.baseEnv = append(ex.baseEnv, k+"="+v)
 		}
 	}
-	if d.cfg.ChrootDir != "" {
-		env = env.With("CNI_PATH", chrootPath(d.cfg.ChrootDir, env["CNI_PATH"]))
-	}
+	stdin, env := d.cfg.prepare(env, req)
 	d.verbLog.Debug("request", "verb", env["CNI_COMMAND"], "container", env["CNI_CONTAINERID"],
 		"sent_us", time.Unix(0, req.Sent).Sub(start).Microseconds(), // from the shim's start, for BenchmarkPodAddDel
 		"received_us", time.Since(start).Microseconds())
@@ -320,11 +341,11 @@ func chrootPath(root, path string) string {
 	var dirs []string
 	for _, p := range filepath.SplitList(path) {
 		if p != "" {
-			dirs = append(dirs, root+p)
+			dirs = append(dirs, inRoot(root, p))
 		}
 	}
 	if len(dirs) == 0 {
-		dirs = []string{root + plugin.DefaultBinDir}
+		dirs = []string{inRoot(root, plugin.DefaultBinDir)}
 	}
 	return strings.Join(dirs, string(os.PathListSeparator))
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/patchbay-cni/patchbay/multinet/plugin"
 	"github.com/patchbay-cni/patchbay/multinet/shim"
 )
 
@@ -34,13 +35,20 @@ func TestParseConfig(t *testing.T) {
 	if c, err = ParseConfig([]byte(`{"clusterNetwork": "x", "daemonSocketDir": "/d"}`)); err != nil || c.SocketDir != "/d" {
 		t.Errorf("daemonSocketDir: %+v, %v", c, err)
 	}
+	// Fields that are not keys of the file stay the daemon's own.
+	if c, err = ParseConfig([]byte(`{"clusterNetwork": "x", "ignored": ["bogus"], "plugin": {"cniDir": "/elsewhere"}}`)); err != nil ||
+		len(c.Ignored) != 0 || c.Plugin.CNIDir != plugin.DefaultCNIDir {
+		t.Errorf("ignored, plugin: %+v, %v", c, err)
+	}
 	for doc, want := range map[string]string{
 		`{}`: `"clusterNetwork" is required`,
 		`{"clusterNetwork": "x", "socketDir": "/a", "daemonSocketDir": "/b"}`: `"socketDir" "/a" and "daemonSocketDir" "/b" differ`,
 		`{"clusterNetwork": "x", "socketDir": 5}`:                             `"socketDir": must be a string`,
 		`{"clusterNetwork": "x", "metricsAddress": "nope"}`:                   `"metricsAddress" "nope"`,
 		`{"clusterNetwork": "x", "metricsPort": 70000}`:                       `"metricsPort" 70000`,
+		`{"clusterNetwork": "x", "metricsAddress": "127.0.0.1:99999"}`:        `"metricsAddress" "127.0.0.1:99999"`,
 		`{"clusterNetwork": "x", "maxParallelRequests": -1}`:                  `none may be negative`,
+		`{"clusterNetwork": "x", "requestTimeoutSeconds": 9223372037}`:        `"requestTimeoutSeconds" 9223372037`,
 		`{"clusterNetwork": "x", "chrootDir": "/does/not/exist"}`:             `"chrootDir" "/does/not/exist" is not a directory`,
 		`{"clusterNetwork": "x", "logLevel": "loud"}`:                         `"logLevel" "loud"`,
 		`{"clusterNetwork": "x", "globalNamespaces": 3}`:                      `globalNamespaces`,
@@ -83,6 +91,14 @@ func TestRequestConfig(t *testing.T) {
 	json.Unmarshal(got, &m)
 	if m["binDir"] != root+"/opt/cni/bin" {
 		t.Errorf("binDir under chrootDir = %v", m["binDir"])
+	}
+	// A trailing slash: the delegates found there still run at host paths.
+	c, _ = ParseConfig([]byte(`{"clusterNetwork": "x", "binDir": "/opt/cni/bin", "chrootDir": "` + root + `/"}`))
+	got, _ = c.RequestConfig([]byte(`{"cniVersion": "1.0.0", "name": "n"}`))
+	json.Unmarshal(got, &m)
+	e := &executor{chroot: c.ChrootDir}
+	if path, _, _ := e.prepare(root+"/opt/cni/bin/bridge", nil); m["binDir"] != root+"/opt/cni/bin" || path != "/opt/cni/bin/bridge" {
+		t.Errorf("chrootDir %s/: binDir %v, delegate run as %s", root, m["binDir"], path)
 	}
 }
 
@@ -153,6 +169,11 @@ func TestExecutorEnvironmentAndChroot(t *testing.T) {
 		t.Errorf("prepare = %s %s\n%q\nwant %q", path, verb, env, want)
 	}
 	if got := chrootPath("/host", "/opt/cni/bin::/x"); got != "/host/opt/cni/bin:/host/x" {
+		t.Errorf("chrootPath = %s", got)
+	}
+	// A relative directory or ".." stays inside the root, where the host
+	// path it names is.
+	if got := chrootPath("/host", "bin:/../../usr/lib/cni/"); got != "/host/bin:/host/usr/lib/cni" {
 		t.Errorf("chrootPath = %s", got)
 	}
 	if got := chrootPath("/host", ""); got != "/host/opt/cni/bin" {

@@ -79,6 +79,12 @@ func LoadKubeconfig(path string) (*Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig: %w", err)
 	}
+	return parseKubeconfig(path, data, os.ReadFile)
+}
+
+// parseKubeconfig is LoadKubeconfig of the file path holding data;
+// readFile reads the files it names.
+func parseKubeconfig(path string, data []byte, readFile func(string) ([]byte, error)) (*Config, error) {
 	kc, err := decodeKubeconfig(data)
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig %s: %w", path, err)
@@ -109,7 +115,7 @@ func LoadKubeconfig(path string) (*Config, error) {
 		}
 		cfg.Server = c.Cluster.Server
 		cfg.Insecure = c.Cluster.InsecureSkipTLSVerify
-		if cfg.CAData, err = dataOrFile(c.Cluster.CertificateAuthorityData, rel(c.Cluster.CertificateAuthority)); err != nil {
+		if cfg.CAData, err = dataOrFile(c.Cluster.CertificateAuthorityData, rel(c.Cluster.CertificateAuthority), readFile); err != nil {
 			return nil, fmt.Errorf("kubeconfig %s: cluster %q: certificate authority: %w", path, clusterName, err)
 		}
 	}
@@ -121,10 +127,10 @@ func LoadKubeconfig(path string) (*Config, error) {
 			continue
 		}
 		cfg.Token, cfg.TokenFile = u.User.Token, rel(u.User.TokenFile)
-		if cfg.CertData, err = dataOrFile(u.User.ClientCertificateData, rel(u.User.ClientCertificate)); err != nil {
+		if cfg.CertData, err = dataOrFile(u.User.ClientCertificateData, rel(u.User.ClientCertificate), readFile); err != nil {
 			return nil, fmt.Errorf("kubeconfig %s: user %q: client certificate: %w", path, userName, err)
 		}
-		if cfg.KeyData, err = dataOrFile(u.User.ClientKeyData, rel(u.User.ClientKey)); err != nil {
+		if cfg.KeyData, err = dataOrFile(u.User.ClientKeyData, rel(u.User.ClientKey), readFile); err != nil {
 			return nil, fmt.Errorf("kubeconfig %s: user %q: client key: %w", path, userName, err)
 		}
 	}
@@ -141,12 +147,12 @@ func decodeKubeconfig(data []byte) (*kubeconfig, error) {
 	return &kc, nil
 }
 
-func dataOrFile(b64, file string) ([]byte, error) {
+func dataOrFile(b64, file string, readFile func(string) ([]byte, error)) ([]byte, error) {
 	if b64 != "" {
 		return base64.StdEncoding.DecodeString(strings.TrimSpace(b64))
 	}
 	if file != "" {
-		return os.ReadFile(file)
+		return readFile(file)
 	}
 	return nil, nil
 }

@@ -6,6 +6,7 @@ package plugin
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -23,6 +24,9 @@ const (
 	DefaultAPITimeout       = 10 * time.Second
 	DefaultInterfacePrefix  = "net"
 	statusWriteAttempts     = 5
+	// MaxTimeoutSeconds is the largest number of seconds a time.Duration
+	// holds (about 292 years).
+	MaxTimeoutSeconds = math.MaxInt64 / int(time.Second)
 )
 
 // Config is multinet's own CNI configuration (the object the runtime hands us).
@@ -144,6 +148,16 @@ func ParseConfig(data []byte) (*Config, error) {
 	}
 	if c.ReadinessTimeoutSeconds < 0 || c.APITimeoutSeconds < 0 {
 		return nil, spec.Errorf(spec.ErrInvalidNetworkConfig, "readinessTimeoutSeconds and apiTimeoutSeconds must not be negative (got %d, %d)", c.ReadinessTimeoutSeconds, c.APITimeoutSeconds)
+	}
+	// Larger values overflow time.Duration into a negative timeout: every
+	// ADD would fail at once instead of waiting.
+	for _, k := range []struct {
+		key string
+		v   int
+	}{{"readinessTimeoutSeconds", c.ReadinessTimeoutSeconds}, {"apiTimeoutSeconds", c.APITimeoutSeconds}} {
+		if k.v > MaxTimeoutSeconds {
+			return nil, spec.Errorf(spec.ErrInvalidNetworkConfig, "%q %d is too large (at most %d)", k.key, k.v, MaxTimeoutSeconds)
+		}
 	}
 	if _, err := parseLevel(c.LogLevel); err != nil {
 		return nil, spec.Errorf(spec.ErrInvalidNetworkConfig, "\"logLevel\" %q: %v", c.LogLevel, err)

@@ -252,6 +252,14 @@ func (o *NodeInstall) parse() (*Config, map[string]json.RawMessage, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("multinet configuration: %w", err)
 	}
+	// An inline NAD policy is checked too (every ADD that needs it would
+	// fail). A policy file is not: it is a path on the node, which this
+	// container may not see, and it is read again whenever it changes.
+	if len(cfg.NADPolicy) > 0 {
+		if _, err := cfg.Policy(); err != nil {
+			return nil, nil, fmt.Errorf("multinet configuration: %w", err)
+		}
+	}
 	return cfg, keys, nil
 }
 

@@ -37,7 +37,8 @@ func TestParseConfig(t *testing.T) {
 		t.Errorf("list form: %v %+v", err, c)
 	}
 	for _, bad := range []string{`{}`, `{"clusterNetwork":"x","logLevel":"loud"}`, `{"clusterNetwork":"x","globalNamespaces":3}`,
-		`{"clusterNetwork":"x","readinessTimeoutSeconds":-1}`, `not json`} {
+		`{"clusterNetwork":"x","readinessTimeoutSeconds":-1}`, `not json`,
+		`{"clusterNetwork":"x","readinessTimeoutSeconds":9223372037}`, `{"clusterNetwork":"x","apiTimeoutSeconds":9223372037}`} {
 		if _, err := ParseConfig([]byte(bad)); err == nil {
 			t.Errorf("ParseConfig(%s) succeeded", bad)
 		} else if ce := spec.AsError(err, 0); ce.Code == 0 {

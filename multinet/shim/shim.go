@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"os"
 	"path/filepath"
@@ -80,6 +81,14 @@ type conf struct {
 	WaitSeconds *float64 `json:"daemonWaitSeconds"`
 }
 
+// readConf reads what the shim needs of its configuration; the daemon
+// reports a malformed one.
+func readConf(stdin []byte) conf {
+	var c conf
+	_ = json.Unmarshal(stdin, &c)
+	return c
+}
+
 // DefaultWait is how long the shim waits for the daemon's socket: a
 // DaemonSet rollout replaces the daemon in a few seconds, and waiting
 // through it spares the pod a failed sandbox and the kubelet's back-off.
@@ -91,6 +100,11 @@ func (c *conf) wait() time.Duration {
 	}
 	if *c.WaitSeconds <= 0 {
 		return 0
+	}
+	// Beyond what a Duration holds the conversion would give a negative
+	// wait (not waiting at all).
+	if *c.WaitSeconds >= float64(math.MaxInt64)/float64(time.Second) {
+		return math.MaxInt64
 	}
 	return time.Duration(*c.WaitSeconds * float64(time.Second))
 }
@@ -111,8 +125,7 @@ func Main(start time.Time) int {
 			About: "multinet-shim: the CNI plugin of multinet's thick mode; forwards each call to the multinet daemon (see multinet/README.md)",
 		}, skel.EnvFromOS(), bytes.NewReader(stdin), os.Stdout, os.Stderr)
 	}
-	var c conf
-	_ = json.Unmarshal(stdin, &c) // the daemon reports a malformed configuration
+	c := readConf(stdin)
 	resp, err := Forward(SocketPath(c.SocketDir), &Request{Env: os.Environ(), Config: stdin, Start: start.UnixNano()}, c.wait())
 	if err != nil {
 		return fail(os.Stdout, c.CNIVersion, err)
@@ -122,12 +135,14 @@ func Main(start time.Time) int {
 	return resp.ExitCode
 }
 
+// fail writes err as a CNI error in version, or in ours when version is
+// not one we speak (a runtime could not read it).
 func fail(w io.Writer, version string, err error) int {
-	if version == "" {
+	if !spec.IsSupported(version) {
 		version = spec.Current
 	}
 	ce := spec.AsError(err, spec.ErrInternal)
-	w.Write(append(ce.Marshal(spec.ConfigVersion(version)), '\n'))
+	w.Write(append(ce.Marshal(version), '\n'))
 	return 1
 }
 
@@ -171,6 +186,11 @@ func Forward(socket string, req *Request, wait time.Duration) (*Response, error)
 	var resp Response
 	if err := json.Unmarshal(answer, &resp); err != nil {
 		return nil, spec.Errorf(spec.ErrInternal, "multinet-shim: undecodable answer from the daemon at %s: %v", socket, err)
+	}
+	// Main exits with it: 256 would exit 0, a success the daemon never
+	// reported.
+	if resp.ExitCode != 0 && resp.ExitCode != 1 {
+		return nil, spec.Errorf(spec.ErrInternal, "multinet-shim: answer from the daemon at %s has exit status %d (want 0 or 1)", socket, resp.ExitCode)
 	}
 	return &resp, nil
 }
