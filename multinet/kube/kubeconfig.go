@@ -21,6 +21,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 )
 
@@ -137,11 +138,17 @@ func parseKubeconfig(path string, data []byte, readFile func(string) ([]byte, er
 	return cfg, nil
 }
 
-// decodeKubeconfig reads the kubeconfig's YAML (or JSON) with the YAML
-// library kubectl uses, sigs.k8s.io/yaml.
+// decodeKubeconfig reads the kubeconfig's YAML (or JSON) as kubectl does:
+// sigs.k8s.io/yaml to JSON, then sigs.k8s.io/json's case-sensitive
+// decoding (client-go ignores "Cluster:" where it wants "cluster:";
+// encoding/json would take it, found by FuzzKubeconfig).
 func decodeKubeconfig(data []byte) (*kubeconfig, error) {
+	j, err := yaml.YAMLToJSON(data)
+	if err != nil {
+		return nil, err
+	}
 	var kc kubeconfig
-	if err := yaml.Unmarshal(data, &kc); err != nil {
+	if err := kjson.UnmarshalCaseSensitivePreserveInts(j, &kc); err != nil {
 		return nil, err
 	}
 	return &kc, nil
