@@ -156,3 +156,23 @@ current-context: x
 		t.Errorf("malformed YAML: %v", err)
 	}
 }
+
+// Keys match case-sensitively, as kubectl reads them: "Cluster:" and a
+// second "Server:" are not the cluster's server.
+func TestKubeconfigKeysCaseSensitive(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "kubeconfig")
+	for doc, want := range map[string]string{
+		"current-context: a\ncontexts:\n- name: a\n  context: {cluster: c}\nclusters:\n- name: c\n  Cluster: {server: https://x}\n":                    "",
+		"current-context: a\ncontexts:\n- name: a\n  context: {cluster: c}\nclusters:\n- name: c\n  cluster: {server: https://x, Server: https://y}\n": "https://x",
+	} {
+		os.WriteFile(path, []byte(doc), 0o600)
+		c, err := LoadKubeconfig(path)
+		switch {
+		case want == "" && err == nil:
+			t.Errorf("%q: read server %q; kubectl reads none", doc, c.Server)
+		case want != "" && (err != nil || c.Server != want):
+			t.Errorf("%q: %+v, %v; want server %s", doc, c, err, want)
+		}
+	}
+}
